@@ -1,0 +1,150 @@
+"""The episode record `astra_tool_agent` writes and the reward managers read.
+
+It travels in `AgentLoopOutput.extra_fields["astra_episode"]` as a plain JSON-able dict (verl
+moves extra fields between Ray workers as numpy object arrays) and reaches the reward manager
+in `non_tensor_batch["tool_extra_fields"]`. `EpisodeLog.from_extra_fields` is the only reader;
+it raises `CallLogError` naming the field when the record is missing or malformed, so a broken
+rollout can never be scored as a silent 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+CALL_LOG_VERSION = 1
+EXTRA_FIELDS_KEY = "astra_episode"
+
+
+class CallStatus(str, Enum):
+    OK = "ok"
+    UNKNOWN_TOOL = "unknown_tool"  # the name is not among this episode's tools
+    BAD_JSON = "bad_json"  # the call block or its arguments are not a JSON object
+    SCHEMA_ERROR = "schema_error"  # arguments violate the tool's JSON Schema
+    TOOL_ERROR = "tool_error"  # the sandbox ran the call and it failed (see error_kind)
+    SKIPPED = "skipped"  # beyond max_parallel_calls in one turn; not executed
+
+
+class Termination(str, Enum):
+    NO_TOOL_CALL = "no_tool_call"  # the assistant ended a turn without calls (its final answer)
+    MAX_TURNS = "max_turns"
+    MAX_LENGTH = "max_length"
+    ALL_SOLVED = "all_solved"
+    HOOK = "hook"  # the environment-interaction hook ended the episode
+
+
+class CallLogError(ValueError):
+    """`tool_extra_fields` does not hold a valid astra episode record."""
+
+
+@dataclass
+class CallRecord:
+    turn: int  # assistant turn (1-based) that issued the call
+    index: int  # position of the call within its turn
+    tool: str | None  # None when no name could be parsed
+    arguments: Any  # the parsed arguments, or the raw text when they did not parse
+    status: CallStatus
+    error_kind: str | None = None  # sandbox ErrorKind value, or a parse/schema detail
+    output: str = ""  # the observation the model saw (after truncation)
+    output_sha: str = ""  # sha256[:16] of the untruncated output
+    distractor: bool = False  # the tool is an irrelevant tool mixed in from another environment
+    source_env: str | None = None  # environment the tool's code came from
+    solved: list[str] = field(default_factory=list)  # sub-question ids this call's output solved
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status is CallStatus.OK
+
+
+@dataclass
+class EpisodeLog:
+    env_id: str
+    calls: list[CallRecord] = field(default_factory=list)
+    assistant_turns: int = 0
+    user_turns: int = 0  # injected user messages (from the interaction hook)
+    final_answer: str = ""  # content of the last assistant turn without tool calls
+    terminated_by: Termination | None = None
+    version: int = CALL_LOG_VERSION
+
+    # -- counters used by reward_extra_info and metrics ---------------------------------
+    @property
+    def num_calls(self) -> int:
+        """Every call the model attempted, valid or not: what precision is charged for."""
+        return sum(1 for c in self.calls if c.status is not CallStatus.SKIPPED)
+
+    @property
+    def num_invalid_calls(self) -> int:
+        return sum(
+            1 for c in self.calls if c.status in (CallStatus.UNKNOWN_TOOL, CallStatus.BAD_JSON, CallStatus.SCHEMA_ERROR)
+        )
+
+    @property
+    def num_tool_errors(self) -> int:
+        return sum(1 for c in self.calls if c.status is CallStatus.TOOL_ERROR)
+
+    @property
+    def num_distractor_calls(self) -> int:
+        return sum(1 for c in self.calls if c.distractor and c.status is not CallStatus.SKIPPED)
+
+    # -- (de)serialisation --------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["terminated_by"] = self.terminated_by.value if self.terminated_by else None
+        for c in d["calls"]:
+            c["status"] = c["status"].value if isinstance(c["status"], CallStatus) else c["status"]
+        return d
+
+    def to_extra_fields(self) -> dict[str, Any]:
+        return {EXTRA_FIELDS_KEY: self.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> EpisodeLog:
+        if not isinstance(d, dict):
+            raise CallLogError(f"{EXTRA_FIELDS_KEY} must be a dict, got {type(d).__name__}")
+        if d.get("version") != CALL_LOG_VERSION:
+            raise CallLogError(
+                f"{EXTRA_FIELDS_KEY}.version is {d.get('version')!r}; this reader knows {CALL_LOG_VERSION}"
+            )
+        try:
+            calls = []
+            for i, c in enumerate(d.get("calls") or []):
+                if not isinstance(c, dict):
+                    raise CallLogError(f"{EXTRA_FIELDS_KEY}.calls[{i}] must be a dict, got {type(c).__name__}")
+                try:
+                    calls.append(CallRecord(**{**c, "status": CallStatus(c["status"])}))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise CallLogError(f"{EXTRA_FIELDS_KEY}.calls[{i}] is malformed: {exc}") from exc
+            term = d.get("terminated_by")
+            return cls(
+                env_id=str(d["env_id"]),
+                calls=calls,
+                assistant_turns=int(d.get("assistant_turns", 0)),
+                user_turns=int(d.get("user_turns", 0)),
+                final_answer=str(d.get("final_answer") or ""),
+                terminated_by=Termination(term) if term else None,
+                version=CALL_LOG_VERSION,
+            )
+        except KeyError as exc:
+            raise CallLogError(f"{EXTRA_FIELDS_KEY} lacks the field {exc}") from exc
+        except ValueError as exc:
+            if isinstance(exc, CallLogError):
+                raise
+            raise CallLogError(f"{EXTRA_FIELDS_KEY} is malformed: {exc}") from exc
+
+    @classmethod
+    def from_extra_fields(cls, tool_extra_fields: Any) -> EpisodeLog:
+        """Read the record from a sample's `tool_extra_fields` (raises CallLogError)."""
+        if tool_extra_fields is None:
+            raise CallLogError(
+                "tool_extra_fields is missing: the sample was not produced by astra_tool_agent "
+                "(check actor_rollout_ref.rollout.agent.default_agent_loop and the rows' agent_name)"
+            )
+        if not isinstance(tool_extra_fields, dict) or EXTRA_FIELDS_KEY not in tool_extra_fields:
+            keys = sorted(tool_extra_fields) if isinstance(tool_extra_fields, dict) else type(tool_extra_fields)
+            raise CallLogError(
+                f"tool_extra_fields has no {EXTRA_FIELDS_KEY!r} (found {keys}): the sample was not produced "
+                "by astra_tool_agent"
+            )
+        return cls.from_dict(tool_extra_fields[EXTRA_FIELDS_KEY])

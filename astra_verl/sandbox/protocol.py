@@ -1,0 +1,102 @@
+"""What the sandbox promises its callers (the rollout, env validation, synthesis checks).
+
+Model-written tool code is untrusted. Callers hand the sandbox a `Program` (named modules of
+Python source) and get back a `Session`: a fresh, isolated instance of that program's state
+for one episode. Calls run inside the session; nothing a call does can reach the caller's
+process, the host, or another session. Every failure comes back as a `CallResult` whose
+`message` a policy model can read; no call raises for anything the tool code did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class ErrorKind(str, Enum):
+    """Why a call did not succeed. Stable strings: they are logged and counted."""
+
+    EXCEPTION = "exception"  # the tool code raised; message carries the exception line
+    TIMEOUT = "timeout"  # wall-clock or CPU-time limit hit; the session was restarted
+    MEMORY = "memory"  # memory limit hit (MemoryError or the process was killed for it)
+    OUTPUT_LIMIT = "output_limit"  # the tool printed or returned more than allowed
+    CRASH = "crash"  # the session's process died (killed, segfault, os._exit ...)
+    NOT_FOUND = "not_found"  # no such module/function in the program
+    LOAD_ERROR = "load_error"  # the program's source failed to import (syntax error, raising top level)
+    BAD_ARGS = "bad_args"  # arguments could not be passed (not JSON-serialisable, wrong keywords)
+    FORBIDDEN = "forbidden"  # the code attempted a blocked operation (network, fork, exec, files outside)
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str  # a valid Python identifier, unique within a program
+    source: str
+
+
+@dataclass(frozen=True)
+class Program:
+    """The code of one episode's tools. Identity is the content: workers cache by `digest`."""
+
+    modules: tuple[Module, ...]
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for m in self.modules:
+            h.update(m.name.encode())
+            h.update(b"\0")
+            h.update(m.source.encode())
+            h.update(b"\0")
+        return h.hexdigest()[:32]
+
+
+@dataclass
+class CallResult:
+    ok: bool
+    output: str  # the return value as text (JSON for dicts/lists, str() otherwise); "" on error
+    stdout: str = ""  # what the call printed (truncated to the limit)
+    error_kind: ErrorKind | None = None
+    message: str = ""  # on error: a short, model-readable explanation
+    elapsed_s: float = 0.0
+
+    @property
+    def text(self) -> str:
+        """What a policy sees as the observation."""
+        if not self.ok:
+            return f"Error ({self.error_kind.value if self.error_kind else 'error'}): {self.message}"
+        if self.stdout and self.output:
+            return self.stdout.rstrip("\n") + "\n" + self.output
+        return self.output or self.stdout
+
+
+@dataclass(frozen=True)
+class Session:
+    """A handle; the state it names lives in the sandbox."""
+
+    id: str
+    program_digest: str
+    meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+
+class Sandbox(ABC):
+    """Async sandbox API. One instance serves many concurrent episodes."""
+
+    @abstractmethod
+    async def open_session(self, program: Program) -> Session:
+        """Fresh state for one episode; a program that fails to load still opens (calls then
+        return LOAD_ERROR), so an episode never dies on bad environment code."""
+
+    @abstractmethod
+    async def call(self, session: Session, module: str, function: str, kwargs: dict[str, Any]) -> CallResult:
+        """Run `module.function(**kwargs)` in the session; never raises for tool-code failures."""
+
+    @abstractmethod
+    async def close_session(self, session: Session) -> None:
+        """Release the session's state; idempotent."""
+
+    @abstractmethod
+    async def aclose(self) -> None:
+        """Stop every worker."""

@@ -1,0 +1,80 @@
+"""astra-verl: ASTRA's data synthesis, tool environments and multi-turn tool RL as a verl plugin.
+
+verl is pinned exactly: its agent-loop, reward-loop and config APIs moved several times within
+2026 (the interaction system was removed in 0.8, config keys moved), and this plugin subclasses
+and registers into those internals.
+"""
+
+from setuptools import find_namespace_packages, find_packages, setup
+
+VERL_VERSION = "0.9.1"
+
+install_requires = [
+    f"verl=={VERL_VERSION}",
+    # torch is left unpinned here on purpose: `make` installs the CPU wheel (torch==2.13.0)
+    # first where no GPU is present, and the [gpu] extra brings verl's own tested CUDA pin.
+    "torch>=2.6",
+    "transformers",
+    "hydra-core>=1.3",
+    "networkx>=3.0",
+    "sympy>=1.12",
+    "datasets",
+    "pydantic>=2.5",
+    # JSON Schema validation of tool schemas and of every model-written tool call: the
+    # reference implementation of the spec beats anything hand-written.
+    "jsonschema>=4.18",
+    "pyarrow>=19",
+    "pandas",
+    "numpy>=2.0",
+    "tqdm",
+    "httpx>=0.27",
+    # Plots in the synthesis and training reports.
+    "matplotlib>=3.8",
+    # What verl's agent loop and main_ppo import but its base install lacks (part of its
+    # `verl-core` extra, which must not be installed on CPU: it pins a CUDA torch).
+    "cachetools",
+    "TransferQueue==0.1.11",
+    "pyzmq",
+    "msgspec",
+    "fastapi",
+    "uvicorn",
+]
+
+extras_require = {
+    # verl's own tested GPU stack (vllm 0.24.0, torch 2.11.0).
+    "gpu": [f"verl[vllm]=={VERL_VERSION}"],
+    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
+    "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
+    # Real MCP servers as tool backends in trajectory synthesis.
+    "mcp": ["mcp>=1.0"],
+}
+
+setup(
+    name="astra-verl",
+    version="0.1.0",
+    description="ASTRA (arXiv 2601.21558) on verl: tool-use trajectory and environment synthesis, multi-turn tool RL",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["astra_verl*", "env_registry*", "data_synth*"])
+    + find_namespace_packages(include=["hydra_plugins.*"])
+    + ["astra_verl_recipes"],
+    # The recipes live in the top-level `recipes/` folder and ship as the package
+    # `astra_verl_recipes` (a unique name: other projects, torchtune among them, install a
+    # top-level `recipes` package). Hydra finds them at pkg://astra_verl_recipes.
+    package_dir={"astra_verl_recipes": "recipes"},
+    package_data={
+        "astra_verl_recipes": ["recipe/*.yaml"],
+        "astra_verl": ["**/*.jinja", "**/*.json", "**/*.yaml"],
+        "data_synth": ["prompts/**/*.txt", "prompts/**/*.md", "**/*.json", "**/*.jsonl"],
+        "env_registry": ["**/*.json"],
+    },
+    include_package_data=True,
+    install_requires=install_requires,
+    extras_require=extras_require,
+    entry_points={
+        # `import verl` imports this module in the driver and in every Ray worker.
+        "verl.plugins": ["astra_verl = astra_verl.plugin"],
+    },
+)
