@@ -1,0 +1,67 @@
+"""The shape of a decomposition trace, and the scenario type it implies.
+
+Shape is measured on the *tool graph* T: the tool-needing sub-questions with the
+`depends_on` edges among them. Non-tool sub-questions may only be leaves (a validation rule),
+so leaving them out never breaks a path between tool nodes.
+
+- hops  = the number of tool nodes on the longest dependency path of T (its depth);
+- width = how many tool nodes can run independently at most (T's largest antichain); it is 1
+  exactly when hops == |T|, i.e. one path visits every tool node.
+
+Scenario types (ASTRA's four), by shape:
+- single_hop:          |T| == 1
+- multi_hop:           |T| >= 2 and hops == |T|   (a dependency chain: every tool node waits on the previous)
+- parallel_single_hop: |T| >= 2 and hops == 1     (independent tool roots, nothing waits on a tool)
+- parallel_multi_hop:  1 < hops < |T|             (independent branches and at least one dependency)
+An environment without tool nodes has no scenario type (`classify` returns None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from env_registry.spec import EnvSpec, ScenarioType
+
+
+@dataclass(frozen=True)
+class Shape:
+    tool_nodes: int
+    hops: int
+    roots: int  # tool nodes that depend on no tool node
+
+    @property
+    def scenario_type(self) -> ScenarioType | None:
+        return classify(self.tool_nodes, self.hops)
+
+
+def classify(tool_nodes: int, hops: int) -> ScenarioType | None:
+    if tool_nodes == 0:
+        return None
+    if tool_nodes == 1:
+        return ScenarioType.SINGLE_HOP
+    if hops == tool_nodes:
+        return ScenarioType.MULTI_HOP
+    if hops == 1:
+        return ScenarioType.PARALLEL_SINGLE_HOP
+    return ScenarioType.PARALLEL_MULTI_HOP
+
+
+def tool_graph(env: EnvSpec) -> nx.DiGraph:
+    """Edges dependency -> dependent, tool nodes only (dangling dependencies are left out)."""
+    tool_ids = {q.id for q in env.sub_questions if q.needs_tool}
+    g = nx.DiGraph()
+    g.add_nodes_from(tool_ids)
+    for q in env.sub_questions:
+        if q.id in tool_ids:
+            g.add_edges_from((d, q.id) for d in q.depends_on if d in tool_ids and d != q.id)
+    return g
+
+
+def shape_of(env: EnvSpec) -> Shape:
+    """Shape of an environment whose trace is acyclic (raises `nx.NetworkXUnfeasible` otherwise)."""
+    g = tool_graph(env)
+    hops = nx.dag_longest_path_length(g) + 1 if g.number_of_nodes() else 0
+    roots = sum(1 for n in g if g.in_degree(n) == 0)
+    return Shape(tool_nodes=g.number_of_nodes(), hops=hops, roots=roots)
