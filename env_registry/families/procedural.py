@@ -206,7 +206,7 @@ ATTRS = [
          unit="m", cmp=("lies highest", "lies lowest"), posts=(_FT,), percent=True, stat="mean", noun="elevation"),
     Attr("city", "temp", "climate", "What is the average {p} temperature in {x}, in °C?",
          "the average {p} temperature in {x}", unit="°C", cmp=("is warmest in {p}", "is coldest in {p}"),
-         posts=(_F,), stat="mean", noun="average {p} temperature", climate=True),
+         posts=(_F,), stat="mean", noun="{p} temperature", climate=True),
     Attr("country", "population", "country", "What is the population of {x}?", "the population of {x}",
          cmp=("has the largest population", "has the smallest population"), percent=True, stat="sum",
          noun="population"),
@@ -804,11 +804,17 @@ def _assemble(b: _Builder, task: _Task, stype: ScenarioType, seed: int, index: i
 
 
 def _one(seed: int, index: int, max_hops: int, domains: Sequence[str], types: Sequence[ScenarioType]) -> EnvSpec:
+    # Domain, type and depth are drawn once per index, so a combination that often needs redraws
+    # is not under-represented; after half the attempts the depth is redrawn too (a domain's
+    # relations may not allow chains as long as max_hops).
+    pick = random.Random(f"{GENERATOR}/{FAMILY_VERSION}/{seed}/{index}")
+    domain, stype = pick.choice(list(domains)), pick.choice(list(types))
+    multi = stype in (ScenarioType.MULTI_HOP, ScenarioType.PARALLEL_MULTI_HOP)
+    depth = pick.randint(2, max_hops) if multi else 1
     for attempt in range(_ATTEMPTS):
         rng = random.Random(f"{GENERATOR}/{FAMILY_VERSION}/{seed}/{index}/{attempt}")
-        domain = rng.choice(list(domains))
-        stype = rng.choice(list(types))
-        depth = 1 if stype in (ScenarioType.SINGLE_HOP, ScenarioType.PARALLEL_SINGLE_HOP) else rng.randint(2, max_hops)
+        if multi and attempt >= _ATTEMPTS // 2:
+            depth = rng.randint(2, max_hops)
         b = _Builder(build_world(rng), rng, domain)
         build = _BUILDERS.get(stype) or rng.choice(_PARALLEL_MULTI[domain])
         try:
@@ -817,8 +823,8 @@ def _one(seed: int, index: int, max_hops: int, domains: Sequence[str], types: Se
         except _Retry:
             continue
     raise RuntimeError(
-        f"procedural generator found no task for seed {seed}, index {index} in {_ATTEMPTS} attempts "
-        f"(domains {list(domains)}, types {[t.value for t in types]}, max_hops {max_hops}); this is a bug"
+        f"procedural generator found no {stype.value} task in {domain} for seed {seed}, index {index} in "
+        f"{_ATTEMPTS} attempts (max_hops {max_hops}); this is a bug"
     )
 
 
