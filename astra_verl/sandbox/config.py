@@ -1,0 +1,90 @@
+"""`SandboxConfig`: the `astra.sandbox` section of a recipe, with defaults that suit a trainer node."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, fields
+from typing import Any
+
+BACKENDS = ("auto", "bwrap", "process")
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits and shape of a `SandboxPool`.
+
+    workers: warm worker processes; each forks the session processes of the episodes placed on
+        it, so this bounds parallel session starts, not parallel calls (every session is its own
+        process). Default: min(4, CPU count).
+    max_sessions: live sessions per pool; `open_session` waits while this many are open.
+    call_timeout_s: wall-clock limit of one call; past it the session process is killed, the call
+        returns TIMEOUT and the episode's tool state restarts fresh on its next call.
+    load_timeout_s: wall-clock limit for starting a session (running the modules' top level).
+    session_cpu_s: CPU seconds one session may use over its whole life (RLIMIT_CPU); catches
+        background threads that spin between calls.
+    memory_mb: address-space limit of a session process (RLIMIT_AS).
+    max_output_chars: limit on what one call may print and, separately, return.
+    file_size_mb: largest file a session may write (RLIMIT_FSIZE).
+    tmp_mb: size of the private tmpfs holding the work dirs of one worker's sessions (bwrap only).
+    open_files: RLIMIT_NOFILE of a session.
+    threads: RLIMIT_NPROC of a session's own uid (threads included); enforced only when the pool
+        runs as root (it then gives every session its own uid).
+    backend: "bwrap" (namespaces via bubblewrap), "process" (no namespaces: uid drop, rlimits,
+        Landlock, seccomp), or "auto" (bwrap when it works on this machine, else process, logged).
+    uid_base: sessions run as uids from uid_base upwards (root only); pick a range no real user has.
+    """
+
+    workers: int = dataclasses.field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
+    max_sessions: int = 256
+    call_timeout_s: float = 5.0
+    load_timeout_s: float = 10.0
+    session_cpu_s: int = 60
+    memory_mb: int = 512
+    max_output_chars: int = 20_000
+    file_size_mb: int = 16
+    tmp_mb: int = 256
+    open_files: int = 64
+    threads: int = 16
+    backend: str = "auto"
+    uid_base: int = 1_000_000_000
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "backend":
+                if value not in BACKENDS:
+                    raise ValueError(f"astra.sandbox.backend must be one of {BACKENDS}, got {value!r}")
+                continue
+            kind = float if f.type in ("float", float) else int
+            if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+                raise TypeError(f"astra.sandbox.{f.name} must be {kind.__name__}, got {value!r}")
+            if value <= 0:
+                raise ValueError(f"astra.sandbox.{f.name} must be > 0, got {value!r}")
+        if self.memory_mb < 64:
+            raise ValueError(
+                f"astra.sandbox.memory_mb must be >= 64 (Python itself needs ~30 MiB), got {self.memory_mb}"
+            )
+        if self.uid_base + (1 << 24) >= 2**31:
+            raise ValueError(f"astra.sandbox.uid_base leaves no room below 2**31: {self.uid_base}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> SandboxConfig:
+        """Build from the `astra.sandbox` section (a dict or an OmegaConf node); unknown keys are errors."""
+        if d is None:
+            return cls()
+        if hasattr(d, "items") and not isinstance(d, dict):  # DictConfig
+            d = {k: d[k] for k in d}
+        if not isinstance(d, dict):
+            raise TypeError(f"astra.sandbox must be a mapping, got {type(d).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(
+                f"unknown key(s) in astra.sandbox: {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+            )
+        values = dict(d)
+        for f in fields(cls):  # YAML writes 5 for 5.0: accept ints for float fields
+            if f.name in values and f.type in ("float", float) and isinstance(values[f.name], int):
+                values[f.name] = float(values[f.name])
+        return cls(**values)

@@ -1,0 +1,302 @@
+"""Kernel confinement of one session process, applied after fork and before any tool code runs.
+
+Layers, in the order `confine()` applies them (each one is also useful alone):
+
+1. **uid drop** (only when running as root): the session gets its own unprivileged uid/gid and no
+   supplementary groups, which clears every capability. Only then does RLIMIT_NPROC mean anything
+   (the kernel exempts uid 0), and only then do file permissions (0700 homes, /etc/shadow) apply.
+2. **rlimits**: address space, CPU seconds (per session), file size, open files, processes /
+   threads (with the uid drop), no core dumps, no POSIX message queues.
+3. **Landlock** (Linux >= 5.13, if the LSM is enabled): the filesystem is read-only below the
+   Python installation and the system library directories and read-write below the session's
+   work dir only; nothing else can be opened. From ABI 4 TCP bind/connect are denied, from ABI 6
+   signals and abstract unix sockets are scoped to the session.
+4. **seccomp** (mandatory): a BPF deny-list. Blocked with EPERM: new processes (fork, vfork,
+   clone without CLONE_THREAD, execve[at]), every socket (socket, socketpair: "no network", and
+   no abstract unix sockets to host daemons), signals to any process but itself, ptrace and
+   process_vm_*, pidfd_*, namespaces and mounts, bpf, perf_event_open, userfaultfd, io_uring,
+   keyrings, uid/gid changes, SysV IPC and POSIX message queues, open_by_handle_at, kexec,
+   personality. clone3 returns ENOSYS (its flags live in memory a filter cannot read; glibc then
+   falls back to clone, whose flags the filter checks). Any other architecture than the native
+   one (e.g. i386 `int 0x80` or x32 calls from a 64-bit process) kills the process.
+
+Pure ctypes, no dependency. x86_64 and aarch64 only (the syscall tables below).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import struct
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+MACHINE = {"amd64": "x86_64", "arm64": "aarch64"}.get(platform.machine().lower(), platform.machine().lower())
+
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+
+# Numbers from the kernel's uapi tables (asm/unistd_64.h for x86_64, asm-generic/unistd.h for aarch64).
+_X86_64 = {
+    "fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59, "execveat": 322,
+    "socket": 41, "socketpair": 53, "ptrace": 101, "kill": 62, "tkill": 200, "tgkill": 234,
+    "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297, "process_vm_readv": 310, "process_vm_writev": 311,
+    "pidfd_open": 434, "pidfd_send_signal": 424, "pidfd_getfd": 438, "unshare": 272, "setns": 308,
+    "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "open_tree": 428, "move_mount": 429,
+    "fsopen": 430, "fsmount": 432, "fspick": 433, "mount_setattr": 442, "bpf": 321, "perf_event_open": 298,
+    "userfaultfd": 323, "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "keyctl": 250, "add_key": 248, "request_key": 249, "setuid": 105, "setgid": 106, "setreuid": 113,
+    "setregid": 114, "setresuid": 117, "setresgid": 119, "setfsuid": 122, "setfsgid": 123, "setgroups": 116,
+    "msgget": 68, "msgctl": 71, "msgrcv": 70, "msgsnd": 69, "semget": 64, "semctl": 66, "semtimedop": 220,
+    "semop": 65, "shmget": 29, "shmctl": 31, "shmat": 30, "shmdt": 67, "mq_open": 240,
+    "name_to_handle_at": 303, "open_by_handle_at": 304, "kexec_load": 246, "personality": 135,
+}  # fmt: skip
+_AARCH64 = {
+    "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "socket": 198, "socketpair": 199,
+    "ptrace": 117, "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
+    "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434, "pidfd_send_signal": 424,
+    "pidfd_getfd": 438, "unshare": 97, "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41,
+    "chroot": 51, "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsmount": 432, "fspick": 433,
+    "mount_setattr": 442, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "io_uring_setup": 425,
+    "io_uring_enter": 426, "io_uring_register": 427, "keyctl": 219, "add_key": 217, "request_key": 218,
+    "setuid": 146, "setgid": 144, "setreuid": 145, "setregid": 143, "setresuid": 147, "setresgid": 149,
+    "setfsuid": 151, "setfsgid": 152, "setgroups": 159, "msgget": 186, "msgctl": 187, "msgrcv": 188,
+    "msgsnd": 189, "semget": 190, "semctl": 191, "semtimedop": 192, "semop": 193, "shmget": 194,
+    "shmctl": 195, "shmat": 196, "shmdt": 197, "mq_open": 180, "name_to_handle_at": 264,
+    "open_by_handle_at": 265, "kexec_load": 104, "personality": 92,
+}  # fmt: skip
+SYSCALLS = {"x86_64": _X86_64, "aarch64": _AARCH64}
+
+# Syscalls whose first argument is a pid/tgid: allowed only when it is the session's own pid.
+SIGNAL_SYSCALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+DENIED_SYSCALLS = tuple(
+    n for n in _X86_64 if n not in SIGNAL_SYSCALLS and n not in ("clone", "clone3")
+)  # present in both tables except fork/vfork (x86_64 only)
+
+CLONE_THREAD = 0x00010000
+PR_SET_PDEATHSIG = 1
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_SECCOMP = 22
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+
+# classic BPF
+_LD_W_ABS = 0x20
+_JEQ_K = 0x15
+_JGE_K = 0x35
+_JSET_K = 0x45
+_RET_K = 0x06
+_OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16  # struct seccomp_data; args are u64, little-endian low word first
+
+
+class ConfinementError(RuntimeError):
+    """A mandatory layer could not be applied; the session must not run tool code."""
+
+
+def _errcheck(ret: int, what: str) -> int:
+    if ret < 0:
+        e = ctypes.get_errno()
+        raise ConfinementError(f"{what} failed: {os.strerror(e)} (errno {e})")
+    return ret
+
+
+def set_parent_death_signal(sig: int) -> None:
+    _errcheck(_libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+# --------------------------------------------------------------------------- uid drop
+def drop_privileges(uid: int) -> None:
+    """Become `uid`/`uid` with no groups and no capabilities (root only)."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise ConfinementError(f"uid drop to {uid} did not take effect")
+
+
+# --------------------------------------------------------------------------- rlimits
+def apply_rlimits(*, memory_mb: int, cpu_s: int, file_size_mb: int, open_files: int, nproc: int | None) -> None:
+    limits = [
+        (resource.RLIMIT_AS, memory_mb << 20, memory_mb << 20),
+        (resource.RLIMIT_CPU, cpu_s, cpu_s + 1),  # soft: SIGXCPU, hard one second later: SIGKILL
+        (resource.RLIMIT_FSIZE, file_size_mb << 20, file_size_mb << 20),
+        (resource.RLIMIT_NOFILE, open_files, open_files),
+        (resource.RLIMIT_CORE, 0, 0),
+        (resource.RLIMIT_MSGQUEUE, 0, 0),
+    ]
+    if nproc is not None:  # meaningful only for a non-root uid of its own (see module docstring)
+        limits.append((resource.RLIMIT_NPROC, nproc, nproc))
+    for which, soft, hard in limits:
+        resource.setrlimit(which, (soft, hard))
+
+
+# --------------------------------------------------------------------------- landlock
+_LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = 444, 445, 446  # same numbers on every architecture
+_LL_VERSION_FLAG = 1
+_LL_RULE_PATH_BENEATH = 1
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_ALL_V1 = (1 << 13) - 1
+_FS_REFER, _FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 13, 1 << 14, 1 << 15
+_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_NET_BIND_TCP, _NET_CONNECT_TCP = 1 << 0, 1 << 1
+_SCOPE_ABSTRACT_UNIX, _SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version, 0 when Landlock is unavailable or disabled."""
+    ret = _libc.syscall(_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_VERSION_FLAG))
+    return max(int(ret), 0)
+
+
+def _fs_rights(abi: int) -> int:
+    rights = _FS_ALL_V1
+    if abi >= 2:
+        rights |= _FS_REFER
+    if abi >= 3:
+        rights |= _FS_TRUNCATE
+    if abi >= 5:
+        rights |= _FS_IOCTL_DEV
+    return rights
+
+
+def landlock_ruleset(abi: int, read_paths: list[str], write_paths: list[str]) -> int:
+    """A ruleset fd allowing reads below `read_paths` and everything below `write_paths`. Built
+    before the uid drop: the session's uid may not be able to open these paths itself (/root is 0700)."""
+    handled = _fs_rights(abi)
+    attr = struct.pack("=Q", handled)
+    if abi >= 4:
+        attr += struct.pack("=Q", _NET_BIND_TCP | _NET_CONNECT_TCP)
+    if abi >= 6:
+        attr += struct.pack("=Q", _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    ruleset = _errcheck(
+        _libc.syscall(_LL_CREATE, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)), "landlock_create_ruleset"
+    )
+    try:
+        read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+        for paths, rights in ((read_paths, read), (write_paths, handled)):
+            for path in paths:
+                try:
+                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+                except FileNotFoundError:
+                    continue
+                try:
+                    allowed = rights if os.path.isdir(path) else rights & _FILE_ONLY
+                    rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
+                    _errcheck(
+                        _libc.syscall(_LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, rule, ctypes.c_uint32(0)),
+                        f"landlock_add_rule({path})",
+                    )
+                finally:
+                    os.close(fd)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def landlock_restrict(ruleset: int) -> None:
+    """Enforce the ruleset on the calling process (needs no_new_privs first)."""
+    try:
+        _errcheck(_libc.syscall(_LL_RESTRICT, ruleset, ctypes.c_uint32(0)), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
+# --------------------------------------------------------------------------- seccomp
+def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
+    return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
+
+
+def seccomp_program(own_pid: int, machine: str = MACHINE) -> bytes:
+    """The BPF filter for a session whose pid (as the session sees it) is `own_pid`."""
+    if machine not in SYSCALLS:
+        raise ConfinementError(f"seccomp filter has no syscall table for architecture {machine!r}")
+    table = SYSCALLS[machine]
+    eperm = SECCOMP_RET_ERRNO | errno.EPERM
+    prog = [
+        _ins(_LD_W_ABS, 0, 0, _OFF_ARCH),
+        _ins(_JEQ_K, 1, 0, AUDIT_ARCH[machine]),
+        _ins(_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS),
+        _ins(_LD_W_ABS, 0, 0, _OFF_NR),
+    ]
+    if machine == "x86_64":  # x32 ABI calls carry bit 30 under the x86_64 audit arch
+        prog += [_ins(_JGE_K, 0, 1, 0x40000000), _ins(_RET_K, 0, 0, SECCOMP_RET_KILL_PROCESS)]
+    # clone: threads only
+    prog += [
+        _ins(_JEQ_K, 0, 4, table["clone"]),
+        _ins(_LD_W_ABS, 0, 0, _OFF_ARG0),
+        _ins(_JSET_K, 1, 0, CLONE_THREAD),
+        _ins(_RET_K, 0, 0, eperm),
+        _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+    ]
+    prog += [_ins(_JEQ_K, 0, 1, table["clone3"]), _ins(_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    for name in SIGNAL_SYSCALLS:  # signals: to itself only
+        prog += [
+            _ins(_JEQ_K, 0, 4, table[name]),
+            _ins(_LD_W_ABS, 0, 0, _OFF_ARG0),
+            _ins(_JEQ_K, 0, 1, own_pid),
+            _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW),
+            _ins(_RET_K, 0, 0, eperm),
+        ]
+    for name in DENIED_SYSCALLS:
+        if name in table:
+            prog += [_ins(_JEQ_K, 0, 1, table[name]), _ins(_RET_K, 0, 0, eperm)]
+    prog.append(_ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW))
+    return b"".join(prog)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def no_new_privs() -> None:
+    _errcheck(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+
+
+def apply_seccomp(own_pid: int) -> None:
+    code = seccomp_program(own_pid)
+    buf = ctypes.create_string_buffer(code, len(code))
+    fprog = _SockFprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    ret = _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0)
+    _errcheck(ret, "prctl(PR_SET_SECCOMP)")
+
+
+# --------------------------------------------------------------------------- all together
+def confine(
+    *,
+    uid: int | None,
+    memory_mb: int,
+    cpu_s: int,
+    file_size_mb: int,
+    open_files: int,
+    threads: int,
+    landlock: int,
+    read_paths: list[str],
+    write_paths: list[str],
+) -> None:
+    """Apply every layer to the calling process, irreversibly. Raises ConfinementError if a
+    mandatory layer fails (uid drop when asked, rlimits, no_new_privs, seccomp)."""
+    ruleset = landlock_ruleset(landlock, read_paths, write_paths) if landlock else None
+    if uid is not None:
+        drop_privileges(uid)
+    apply_rlimits(
+        memory_mb=memory_mb,
+        cpu_s=cpu_s,
+        file_size_mb=file_size_mb,
+        open_files=open_files,
+        nproc=threads if uid is not None else None,
+    )
+    no_new_privs()
+    if ruleset is not None:
+        landlock_restrict(ruleset)
+    apply_seccomp(os.getpid())

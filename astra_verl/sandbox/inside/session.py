@@ -1,0 +1,329 @@
+"""The session process: one episode's tool state, forked from the worker, confined, then serving calls.
+
+Lifecycle (`run`): confine the process (see confine.py), execute the program's modules in fresh
+namespaces, report `ready` (with per-module load errors), then answer `call` frames until the
+pool closes the channel. Everything the tool code does happens in this process only; its failures
+come back as result frames with a stable `kind` (the values of protocol.ErrorKind).
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.machinery
+import inspect
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+import types
+
+from . import confine, wire
+
+_dumps = json.dumps  # bound before tool code runs (see wire.py)
+
+# OSError errnos that mean "the sandbox said no" rather than "the tool made a mistake".
+_FORBIDDEN_ERRNOS = {errno.EPERM, errno.EACCES, errno.EROFS}
+FORBIDDEN_HINT = "tools may not use the network, start processes, signal other processes or touch files outside their working directory"
+
+
+class OutputLimitExceeded(BaseException):
+    """Raised into the tool when it prints past the limit (BaseException: `except Exception` cannot swallow it)."""
+
+
+class CappedSink:
+    """sys.stdout/sys.stderr of a call: keeps up to `limit` characters, then stops the tool."""
+
+    encoding = "utf-8"
+    errors = "replace"
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.parts: list[str] = []
+        self.size = 0
+        self.overflow = False
+
+    def write(self, s) -> int:
+        s = str(s)
+        room = self.limit - self.size
+        if len(s) > room:
+            self.parts.append(s[: max(room, 0)])
+            self.size = self.limit
+            self.overflow = True
+            raise OutputLimitExceeded()
+        self.parts.append(s)
+        self.size += len(s)
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+    def writable(self) -> bool:
+        return True
+
+    def getvalue(self) -> str:
+        return "".join(self.parts)
+
+
+def clean(text: str) -> str:
+    """Text safe to frame and to tokenize (lone surrogates replaced)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def render(value) -> str:
+    """A return value as the observation text: JSON for containers, str() for the rest."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (dict, list, tuple)):
+        return _dumps(value, ensure_ascii=False, default=str)
+    return str(value)
+
+
+def describe_exception(exc: BaseException, program_files: set[str]) -> str:
+    """`Type: message (in module.function, line N)`, pointing at the innermost program frame."""
+    where = ""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename in program_files:
+            code = f": {frame.line.strip()[:200]}" if frame.line else ""
+            where = f" (in {frame.filename[len('<tool ') : -1]}, line {frame.lineno}, in {frame.name}{code})"
+            break
+    line = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        where = f" (line {exc.lineno})"
+    return (line[:1500] + where).strip()
+
+
+def bad_args_detail(sig: inspect.Signature, kwargs: dict, exc: TypeError) -> str:
+    """Every problem with the keywords at once (bind() reports only the first)."""
+    params = sig.parameters
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    named = {n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unexpected = [k for k in kwargs if k not in named and not takes_any]
+    missing = [
+        n for n in named if n not in kwargs and params[n].default is params[n].empty and n not in ("self", "cls")
+    ]
+    parts = []
+    if unexpected:
+        parts.append("unexpected argument(s) " + ", ".join(map(repr, unexpected)))
+    if missing:
+        parts.append("missing required argument(s) " + ", ".join(map(repr, missing)))
+    return "; ".join(parts) or str(exc)
+
+
+def classify(exc: BaseException) -> str:
+    if isinstance(exc, MemoryError):
+        return "memory"
+    if isinstance(exc, OSError) and exc.errno in _FORBIDDEN_ERRNOS:
+        return "forbidden"
+    return "exception"
+
+
+class ProgramFinder:
+    """Makes a program's modules importable by each other (`import bfcl_env`). Names of the
+    standard library are never claimed: there the real module wins, and the program's module of
+    that name is reachable through `call` only."""
+
+    def __init__(self, codes: dict[str, types.CodeType]):
+        self.codes = codes
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.codes and name not in sys.stdlib_module_names:
+            return importlib.machinery.ModuleSpec(name, self, origin=f"<tool {name}>")
+        return None
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        exec(self.codes[module.__name__], module.__dict__)
+
+
+class Runtime:
+    def __init__(self, sock: socket.socket, codes: dict, compile_errors: dict, max_output: int):
+        self.sock = sock
+        self.max_output = max_output
+        self.codes = codes  # name -> code object (modules that compiled)
+        self.errors: dict[str, str] = dict(compile_errors)  # name -> load error message
+        self.modules: dict[str, types.ModuleType] = {}
+        self.files = {f"<tool {n}>" for n in [*codes, *compile_errors]}
+
+    # ------------------------------------------------------------------ loading
+    def load(self) -> None:
+        """Execute every module once, in program order; a module another one imports runs first."""
+        finder = ProgramFinder(self.codes)
+        sys.meta_path.insert(0, finder)
+        for name, code in self.codes.items():
+            sink = CappedSink(self.max_output)
+            sys.stdout = sys.stderr = sink  # what the top level prints is discarded
+            try:
+                if finder.find_spec(name) is not None:
+                    module = importlib.import_module(name)
+                else:  # shadowed by a stdlib name: run it outside the import system
+                    module = types.ModuleType(name)
+                    exec(code, module.__dict__)
+                self.modules[name] = module
+            except OutputLimitExceeded:
+                self.errors[name] = f"module {name!r} printed more than {self.max_output:,} characters while loading"
+            except BaseException as exc:  # noqa: BLE001 - any failure of untrusted code is a load error
+                self.errors[name] = f"module {name!r} failed to load: {describe_exception(exc, self.files)}"
+            finally:
+                sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+
+    # ------------------------------------------------------------------ calls
+    def call(self, module: str, function: str, kwargs: dict) -> dict:
+        if module in self.errors:
+            return {"ok": False, "kind": "load_error", "msg": self.errors[module]}
+        mod = self.modules.get(module)
+        if mod is None:
+            names = ", ".join(sorted(self.modules)) or "none"
+            return {"ok": False, "kind": "not_found", "msg": f"no tool module {module!r}; available: {names}"}
+        fn = getattr(mod, function, None)
+        if not callable(fn):
+            funcs = sorted(k for k, v in vars(mod).items() if callable(v) and not k.startswith("_"))
+            return {
+                "ok": False,
+                "kind": "not_found",
+                "msg": f"module {module!r} has no function {function!r}; functions: {', '.join(funcs) or 'none'}",
+            }
+        sink = CappedSink(self.max_output)
+        sys.stdout = sys.stderr = sink
+        try:
+            result = self._invoke(fn, function, kwargs)
+        except OutputLimitExceeded:
+            result = {}
+        finally:
+            sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+        result["stdout"] = clean(sink.getvalue())
+        if sink.overflow:  # even if the tool swallowed OutputLimitExceeded and carried on
+            return {
+                "ok": False,
+                "kind": "output_limit",
+                "stdout": result["stdout"],
+                "msg": f"the tool printed more than {self.max_output:,} characters and was stopped",
+            }
+        return result
+
+    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+        try:
+            sig = inspect.signature(fn)
+        except (TypeError, ValueError):
+            sig = None
+        if sig is not None:
+            try:
+                sig.bind(**kwargs)
+            except TypeError as exc:
+                return {"ok": False, "kind": "bad_args", "msg": f"{function}{sig}: {bad_args_detail(sig, kwargs, exc)}"}
+        try:
+            out = render(fn(**kwargs))
+        except OutputLimitExceeded:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - untrusted code: every failure becomes a result
+            kind = classify(exc)
+            msg = describe_exception(exc, self.files)
+            if kind == "forbidden":
+                msg += f" -- blocked by the sandbox: {FORBIDDEN_HINT}"
+            elif kind == "memory":
+                msg = "the tool ran out of memory (MemoryError): the session's memory limit was reached"
+            return {"ok": False, "kind": kind, "msg": msg}
+        if len(out) > self.max_output:
+            return {
+                "ok": False,
+                "kind": "output_limit",
+                "msg": f"the tool returned {len(out):,} characters, more than the limit of {self.max_output:,}; "
+                f"it starts: {clean(out[:200])!r}",
+            }
+        return {"ok": True, "out": clean(out)}
+
+    def serve(self) -> None:
+        buf = wire.FrameBuffer(max_frame=64 << 20)
+        while True:
+            try:
+                frame = wire.recv(self.sock, buf)
+            except (OSError, wire.ProtocolError):
+                return
+            if frame is None:
+                return
+            req, _ = frame
+            args = req.get("a")
+            if not isinstance(args, dict):
+                resp = {"ok": False, "kind": "bad_args", "msg": "arguments must be a JSON object"}
+            else:
+                resp = self.call(str(req.get("m")), str(req.get("f")), args)
+            resp["id"] = req.get("id")
+            wire.send(self.sock, resp)
+
+
+def run(
+    sock_fd: int,
+    *,
+    zygote_pid: int,
+    uid: int | None,
+    workdir: str,
+    limits: dict,
+    max_output: int,
+    landlock: int,
+    read_paths: list[str],
+    stdlib_fds: list[int],
+    codes: dict,
+    compile_errors: dict,
+) -> None:
+    """Body of the forked session process; never returns."""
+    code = 0
+    try:
+        confine.set_parent_death_signal(signal.SIGKILL)
+        if os.getppid() != zygote_pid:  # the worker died between fork and prctl
+            os._exit(1)
+        signal.set_wakeup_fd(-1)
+        # Keep only what the session needs: a descriptor inherited from the worker (its control
+        # channel, another session's socket still queued there) would reach outside the session.
+        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds})
+        for lo, hi in zip(keep, [*keep[1:], None], strict=True):
+            if hi is None:
+                os.closerange(lo + 1, 1 << 20)
+            elif hi > lo + 1:
+                os.closerange(lo + 1, hi)
+        for sig in (signal.SIGCHLD, signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # too-large writes raise OSError(EFBIG) instead
+        devnull = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+        sock = socket.socket(fileno=sock_fd)
+        try:
+            confine.confine(
+                uid=uid,
+                landlock=landlock,
+                read_paths=read_paths,
+                write_paths=[workdir],
+                **limits,
+            )
+        except (confine.ConfinementError, OSError, ValueError) as exc:
+            wire.send(sock, {"op": "fatal", "error": f"could not confine the session: {exc}"})
+            os._exit(3)
+        os.chdir(workdir)
+        os.environ.clear()
+        os.environ.update({"HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
+        # The Python install may sit below a directory the session's uid cannot traverse (/root is
+        # 0700): the worker opened its stdlib directories as root, and /proc/self/fd/N reaches them.
+        sys.path[:] = [f"/proc/self/fd/{fd}" for fd in stdlib_fds]
+        sys.path_importer_cache.clear()
+        import tempfile
+
+        tempfile.tempdir = workdir
+        for name in [m for m in sys.modules if m == "inside" or m.startswith("inside.")]:
+            del sys.modules[name]  # our own package must not shadow a program module named "inside"
+        rt = Runtime(sock, codes, compile_errors, max_output)
+        t0 = time.perf_counter()
+        rt.load()
+        wire.send(sock, {"op": "ready", "errors": rt.errors, "load_s": time.perf_counter() - t0})
+        rt.serve()
+    except BaseException:  # noqa: BLE001 - the session must end here, never return into the worker's loop
+        code = 4
+    finally:
+        os._exit(code)

@@ -1,0 +1,93 @@
+"""Length-prefixed JSON frames: the one wire format between the pool and its processes.
+
+A frame is a 4-byte big-endian length followed by that many bytes of UTF-8 JSON (an object).
+File descriptors travel as SCM_RIGHTS ancillary data of the frame's first bytes; a frame that
+carries descriptors says how many in its `nfds` field, so the reader can pair them up even if
+the kernel delivers them with an earlier read.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from collections import deque
+
+HEADER = struct.Struct("!I")
+MAX_FDS_PER_READ = 8
+
+# Bound here, at import time (before any tool code runs), so a tool that monkeypatches
+# `json.dumps` in its own process cannot break how its results are framed.
+_dumps = json.dumps
+_loads = json.loads
+
+
+class ProtocolError(Exception):
+    """The peer sent something that is not a valid frame (too long, not JSON, not an object)."""
+
+
+def encode(obj: dict) -> bytes:
+    payload = _dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
+    return HEADER.pack(len(payload)) + payload
+
+
+class FrameBuffer:
+    """Bytes and descriptors in, complete frames out (used with blocking and non-blocking reads)."""
+
+    def __init__(self, max_frame: int):
+        self.max_frame = max_frame
+        self._buf = bytearray()
+        self._fds: deque[int] = deque()
+
+    def feed(self, data: bytes, fds=()) -> None:
+        self._buf += data
+        self._fds.extend(fds)
+
+    def frames(self):
+        """Yield `(obj, fds)` for every complete frame buffered so far."""
+        while len(self._buf) >= HEADER.size:
+            (n,) = HEADER.unpack_from(self._buf)
+            if n > self.max_frame:
+                raise ProtocolError(f"frame of {n} bytes exceeds the limit of {self.max_frame}")
+            if len(self._buf) < HEADER.size + n:
+                return
+            payload = bytes(self._buf[HEADER.size : HEADER.size + n])
+            del self._buf[: HEADER.size + n]
+            try:
+                obj = _loads(payload)
+            except ValueError as exc:
+                raise ProtocolError(f"frame is not JSON: {exc}") from None
+            if not isinstance(obj, dict):
+                raise ProtocolError("frame is not a JSON object")
+            k = obj.get("nfds", 0)
+            if not isinstance(k, int) or k < 0 or k > len(self._fds):
+                raise ProtocolError(f"frame announces {k!r} descriptors, {len(self._fds)} received")
+            yield obj, [self._fds.popleft() for _ in range(k)]
+
+    def close_fds(self) -> None:
+        """Close descriptors received but never claimed by a frame."""
+        import os
+
+        while self._fds:
+            os.close(self._fds.popleft())
+
+
+def send(sock: socket.socket, obj: dict, fds: list[int] | tuple[int, ...] = ()) -> None:
+    """Blocking send of one frame (the descriptors go with its first bytes)."""
+    data = encode({**obj, "nfds": len(fds)} if fds else obj)
+    if fds:
+        sent = socket.send_fds(sock, [data], list(fds))
+        data = data[sent:]
+    if data:
+        sock.sendall(data)
+
+
+def recv(sock: socket.socket, buf: FrameBuffer):
+    """Blocking read of the next frame: `(obj, fds)`, or None at end of stream."""
+    while True:
+        for frame in buf.frames():
+            return frame
+        data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, MAX_FDS_PER_READ)
+        if not data and not fds:
+            return None
+        buf.feed(data, fds)

@@ -1,0 +1,215 @@
+"""How a worker process is started: the bubblewrap command line or the plain-process fallback,
+which of the two this machine supports, and `describe_isolation()` saying what is in force.
+
+bwrap backend (the worker and its sessions share one set of namespaces, private to the worker):
+  pid, net (no interfaces but a down loopback), ipc, uts, cgroup, mount namespaces; the new root
+  holds read-only binds of /usr, the system library dirs and the Python installation, a private
+  /proc and /dev, and a size-limited tmpfs /tmp for work dirs; nothing else of the host exists
+  there (no /home, /root, /etc/shadow, /work ...). `--die-with-parent`, `--new-session`, and as
+  root every capability dropped but setuid/setgid/chown/kill (to give sessions their own uid and
+  stop them); sessions lose all of them with the uid drop.
+process backend: the worker is a plain child process (own session, minimal environment).
+Both: every session then confines itself (inside/confine.py): own uid, rlimits, Landlock, seccomp.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from .config import SandboxConfig
+from .inside import confine
+
+logger = logging.getLogger("astra_verl.sandbox")
+
+PKG_ROOT = os.path.dirname(os.path.abspath(__file__))  # holds the `inside` package
+SANDBOX_PKG_ROOT = "/opt/astra-sandbox"  # where bwrap mounts PKG_ROOT for the worker
+SANDBOX_WORK_ROOT = "/tmp/sessions"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
+SYSTEM_FILES = ("/etc/localtime", "/etc/ld.so.cache")
+WORKER_ENV = {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "MALLOC_ARENA_MAX": "2"}
+BOOTSTRAP = "import sys; sys.path.insert(0, {root!r}); from inside import worker; worker.main()"
+
+
+class SandboxUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine."""
+
+
+def python_executable() -> str:
+    return os.path.realpath(sys.executable)
+
+
+def python_dirs() -> list[str]:
+    """Directories that hold the interpreter and its standard library."""
+    exe_root = os.path.dirname(os.path.dirname(python_executable()))
+    dirs = [os.path.realpath(sys.base_prefix), exe_root]
+    return [d for d in dict.fromkeys(dirs) if not any(d.startswith(s + "/") or d == s for s in ("/usr",))]
+
+
+def read_paths() -> list[str]:
+    """What a session may read (Landlock): system libraries, the Python install, a few /etc files."""
+    paths = [os.path.realpath(p) for p in SYSTEM_DIRS if os.path.exists(p)]
+    paths += python_dirs()
+    paths += ["/dev/null", "/dev/urandom", "/dev/zero", *SYSTEM_FILES]
+    return list(dict.fromkeys(p for p in paths if os.path.exists(p)))
+
+
+def _bwrap_binary() -> str | None:
+    return shutil.which("bwrap")
+
+
+def bwrap_args(config: SandboxConfig) -> list[str]:
+    """The bubblewrap options for one worker (everything before the command)."""
+    root = os.geteuid() == 0
+    args = [
+        _bwrap_binary() or "bwrap",
+        "--unshare-pid",
+        "--unshare-net",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+    ]
+    if root:
+        # No user namespace: it would map only uid 0, and sessions need uids of their own.
+        args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
+        args += ["--cap-add", "CAP_KILL"]  # to stop its sessions, which run under other uids
+    else:
+        args += ["--unshare-user"]
+    for d in SYSTEM_DIRS:
+        if os.path.islink(d):
+            args += ["--symlink", os.readlink(d), d]
+        elif os.path.isdir(d):
+            args += ["--ro-bind", d, d]
+    for d in python_dirs():
+        args += ["--ro-bind", d, d]
+    for f in SYSTEM_FILES:
+        args += ["--ro-bind-try", f, f]
+    args += ["--ro-bind", os.path.join(PKG_ROOT, "inside"), f"{SANDBOX_PKG_ROOT}/inside"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    return args
+
+
+@dataclass(frozen=True)
+class WorkerCommand:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str | None
+
+
+def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: str) -> WorkerCommand:
+    """The command line that starts one worker whose control channel is the inherited `ctl_fd`."""
+    pkg_root = SANDBOX_PKG_ROOT if backend == "bwrap" else PKG_ROOT
+    cfg = {
+        "fd": ctl_fd,
+        "pkg_root": pkg_root,
+        "work_root": work_root,
+        "landlock": True,
+        "read_paths": read_paths(),
+        "max_output_chars": config.max_output_chars,
+        "limits": {
+            "memory_mb": config.memory_mb,
+            "cpu_s": config.session_cpu_s,
+            "file_size_mb": config.file_size_mb,
+            "open_files": config.open_files,
+            "threads": config.threads,
+        },
+    }
+    python = [python_executable(), "-I", "-S", "-B", "-c", BOOTSTRAP.format(root=pkg_root), json.dumps(cfg)]
+    if backend == "bwrap":
+        return WorkerCommand(bwrap_args(config) + ["--"] + python, dict(WORKER_ENV), None)
+    return WorkerCommand(python, dict(WORKER_ENV), work_root)
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_probe() -> tuple[bool, str]:
+    """Whether bubblewrap can build our sandbox here: (works, detail). Run once per process."""
+    binary = _bwrap_binary()
+    if binary is None:
+        return False, "bwrap not found on PATH"
+    try:
+        version = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+        probe = subprocess.run(
+            bwrap_args(SandboxConfig(workers=1)) + ["--", python_executable(), "-I", "-S", "-c", "pass"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{binary} failed to run: {exc}"
+    if probe.returncode != 0:
+        return False, f"{binary} cannot create the sandbox here: {probe.stderr.strip()[:300]}"
+    return True, f"{version or 'bubblewrap'} at {binary}"
+
+
+def resolve_backend(requested: str) -> str:
+    """The backend to use for `requested` ("auto" picks bwrap when it works); logs a fallback."""
+    if requested == "process":
+        return "process"
+    ok, detail = bwrap_probe()
+    if ok:
+        return "bwrap"
+    if requested == "bwrap":
+        raise SandboxUnavailable(f"astra.sandbox.backend=bwrap but {detail}; install bubblewrap or use backend=process")
+    logger.warning(
+        "sandbox: bubblewrap unavailable (%s); falling back to the weaker 'process' backend: no namespaces, "
+        "so sessions can see the host's process list and world-readable files Landlock does not cover; "
+        "see describe_isolation()",
+        detail,
+    )
+    return "process"
+
+
+def describe_isolation(config: SandboxConfig | None = None, backend: str | None = None) -> str:
+    """One paragraph saying which isolation layers a pool with `config` gets on this machine."""
+    config = config or SandboxConfig()
+    backend = backend or resolve_backend(config.backend)
+    root = os.geteuid() == 0
+    abi = confine.landlock_abi()
+    lines = []
+    if backend == "bwrap":
+        lines.append(
+            f"backend bwrap ({bwrap_probe()[1]}): namespaces pid, net, ipc, uts, cgroup, mount"
+            f"{'' if root else ', user'}; read-only Python and system dirs, private /proc, /dev, {config.tmp_mb} MiB tmpfs /tmp"
+        )
+    else:
+        lines.append(
+            f"backend process (no namespaces{'' if bwrap_probe()[0] else ': ' + bwrap_probe()[1]}): sessions share the "
+            "host's pid, network and mount namespaces, contained by the layers below"
+        )
+    lines.append(
+        "per session: "
+        + (
+            f"own uid from {config.uid_base} (no capabilities, RLIMIT_NPROC={config.threads})"
+            if root
+            else "no uid drop (not root: RLIMIT_NPROC not set, seccomp alone stops new processes)"
+        )
+    )
+    lines.append(
+        f"rlimits AS={config.memory_mb} MiB, CPU={config.session_cpu_s} s, FSIZE={config.file_size_mb} MiB, "
+        f"NOFILE={config.open_files}, CORE=0"
+    )
+    lines.append(
+        f"Landlock ABI {abi} (files: read-only Python/system libs, read-write own work dir"
+        + (", no TCP" if abi >= 4 else "")
+        + (", signals and abstract sockets scoped" if abi >= 6 else "")
+        + ")"
+        if abi
+        else "Landlock unavailable (kernel < 5.13 or LSM disabled): file access limited by uid/permissions only"
+    )
+    lines.append(
+        f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to self only, no ptrace, "
+        "namespaces, mounts, bpf, io_uring, SysV IPC"
+    )
+    lines.append(f"wall-clock {config.call_timeout_s} s per call, output {config.max_output_chars} chars per call")
+    return "; ".join(lines)

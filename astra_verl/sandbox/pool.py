@@ -1,0 +1,744 @@
+"""`SandboxPool`: the asyncio executor behind the `Sandbox` protocol.
+
+Design (why it is fast and why it is safe):
+
+* **Warm workers.** `workers` long-lived worker processes ("zygotes", inside/worker.py), each
+  started once inside bubblewrap (or as a plain process). A worker imports the standard
+  library modules tools use and compiles each program once (cache keyed by `Program.digest`),
+  so starting a session costs a fork, not a Python start-up.
+* **One process per session.** `open_session` asks a worker to fork a session process, which
+  confines itself (own uid, rlimits, Landlock, seccomp: inside/confine.py) and only then runs the
+  program's modules in fresh namespaces. The G rollouts of one GRPO group therefore never share
+  tool state, and a hostile tool cannot reach other sessions: they are other processes, with
+  other uids, that it may not signal, trace or read.
+* **Direct channels.** The pool hands the worker one end of a fresh socketpair per session
+  (SCM_RIGHTS); calls then travel pool <-> session directly as length-prefixed JSON frames
+  (inside/wire.py), and the worker sends back a pidfd of the session process, so the pool can
+  SIGKILL it without asking the worker, across pid namespaces.
+* **Failures are results.** A call that hangs is killed at `call_timeout_s` (TIMEOUT); a session
+  process that dies (segfault, os._exit, CPU limit, killed from outside) yields CRASH/TIMEOUT with
+  the reason read from its wait status, which its worker reports. Either way the session is
+  restarted fresh on its next call, and the message says the tool state was reset. A worker that
+  dies takes only its own sessions with it; the pool starts a replacement.
+* **Event loop.** A pool belongs to the event loop it was started on; `shared_sandbox()` keeps one
+  pool per (process, event loop): verl builds an agent loop per trajectory, and all of them run on
+  `verl.utils.ray_utils.get_event_loop()`, so they share one pool. Using a pool from another loop
+  raises a RuntimeError that says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import weakref
+from dataclasses import dataclass, field
+
+from . import launch
+from .config import SandboxConfig
+from .inside import wire
+from .protocol import CallResult, ErrorKind, Program, Sandbox, Session
+
+logger = logging.getLogger("astra_verl.sandbox")
+
+RESET_NOTE = "The episode's tool state was reset: the next call starts from a fresh state."
+MAX_PROGRAM_BYTES = 8 << 20
+WORKER_START_TIMEOUT_S = 30.0
+EXIT_STATUS_WAIT_S = 2.0
+MAX_START_FAILURES = 5
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (no worker could start, a session could not be confined), or
+    the caller misused it (unknown session). Never raised for anything tool code does."""
+
+
+def _host_pid(pidfd: int) -> int | None:
+    """The pid, in our namespace, of the process a pidfd refers to (from /proc/self/fdinfo)."""
+    try:
+        with open(f"/proc/self/fdinfo/{pidfd}") as f:
+            for line in f:
+                if line.startswith("Pid:"):
+                    pid = int(line.split()[1])
+                    return pid if pid > 0 else None
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def describe_exit(status: int | None, config: SandboxConfig) -> tuple[ErrorKind, str]:
+    """Why a session process ended, as an error kind and a model-readable sentence."""
+    if status is None:
+        return ErrorKind.CRASH, "the sandbox worker hosting this session died, and the session with it."
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig == signal.SIGXCPU:
+            return ErrorKind.TIMEOUT, f"the session used up its CPU-time budget of {config.session_cpu_s} s."
+        if sig == signal.SIGSYS:
+            return ErrorKind.FORBIDDEN, "the tool made a system call the sandbox forbids and was killed."
+        if sig == signal.SIGKILL:
+            return ErrorKind.CRASH, "the tool's process was killed (SIGKILL), e.g. by a resource limit or from outside."
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return ErrorKind.CRASH, f"the tool's process crashed ({name})."
+    if os.WIFEXITED(status):
+        return ErrorKind.CRASH, f"the tool ended its own process (exit status {os.WEXITSTATUS(status)}, e.g. os._exit)."
+    return ErrorKind.CRASH, f"the tool's process ended unexpectedly (wait status {status})."
+
+
+def _resolve(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _failure(kind: ErrorKind, message: str, stdout: str = "") -> CallResult:
+    return CallResult(ok=False, output="", stdout=stdout, error_kind=kind, message=message)
+
+
+def validate_program(program: Program) -> str | None:
+    """Why a program cannot be loaded at all (bad module names, too large), or None."""
+    names = [m.name for m in program.modules]
+    if not names:
+        return "the program has no modules"
+    for name in names:
+        if not isinstance(name, str) or not name.isidentifier() or name.startswith("__"):
+            return f"module name {name!r} is not a valid Python identifier"
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        return f"duplicate module name(s): {', '.join(dupes)}"
+    size = sum(len(m.source.encode("utf-8", "replace")) for m in program.modules)
+    if size > MAX_PROGRAM_BYTES:
+        return f"the program's source is {size:,} bytes, more than the limit of {MAX_PROGRAM_BYTES:,}"
+    return None
+
+
+class _SessionProc:
+    """One live session process, as the pool sees it."""
+
+    def __init__(self, worker: _Worker, pid_key: str, pidfd: int, loop: asyncio.AbstractEventLoop):
+        self.worker = worker
+        self.key = pid_key
+        self.pidfd: int | None = pidfd
+        self.pid = _host_pid(pidfd)
+        self.exit: asyncio.Future = loop.create_future()
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    def kill(self) -> None:
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except (ProcessLookupError, OSError):
+                pass
+
+    def exited(self, status: int | None) -> None:
+        if not self.exit.done():
+            self.exit.set_result(status)
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+    def close(self) -> None:
+        self.kill()
+        if self.writer is not None:
+            self.writer.close()
+
+    async def exit_status(self) -> int | None:
+        try:
+            return await asyncio.wait_for(asyncio.shield(self.exit), EXIT_STATUS_WAIT_S)
+        except asyncio.TimeoutError:
+            return None
+
+
+class _Worker:
+    """One warm worker process and its control channel."""
+
+    def __init__(self, pool: SandboxPool, slot: int):
+        self.pool = pool
+        self.slot = slot
+        self.loop = pool._loop
+        self.popen: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.buf = wire.FrameBuffer(max_frame=1 << 20)
+        self.hello: asyncio.Future = self.loop.create_future()
+        self.pending: dict[str, asyncio.Future] = {}
+        self.procs: dict[str, _SessionProc] = {}
+        self.send_lock = asyncio.Lock()
+        self.alive = False
+        self.pid: int | None = None
+        self.features: dict = {}
+
+    async def start(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            cmd = launch.worker_command(self.pool.backend, self.pool.config, child.fileno(), self.pool._work_root)
+            self.popen = subprocess.Popen(
+                cmd.argv,
+                pass_fds=[child.fileno()],
+                env=cmd.env,
+                cwd=cmd.cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            self.pool._popens.append(self.popen)
+        except OSError as exc:
+            parent.close()
+            raise SandboxError(f"could not start sandbox worker {self.slot}: {exc}") from exc
+        finally:
+            child.close()
+        parent.setblocking(False)
+        self.sock = parent
+        self.alive = True
+        self.loop.add_reader(parent.fileno(), self._on_readable)
+        try:
+            await asyncio.wait_for(asyncio.shield(self.hello), WORKER_START_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            self.kill()
+            raise SandboxError(f"sandbox worker {self.slot} did not start within {WORKER_START_TIMEOUT_S} s") from None
+        except SandboxError:
+            self.kill()
+            raise
+
+    # ---------------------------------------------------------------- control channel
+    def _on_readable(self) -> None:
+        while self.alive:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, wire.MAX_FDS_PER_READ)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                data, fds = b"", []
+            if not data and not fds:
+                self._died("its control channel closed")
+                return
+            self.buf.feed(data, fds)
+            try:
+                frames = list(self.buf.frames())
+            except wire.ProtocolError as exc:
+                self._died(f"it sent a malformed frame ({exc})")
+                return
+            for msg, msg_fds in frames:
+                self._dispatch(msg, msg_fds)
+
+    def _dispatch(self, msg: dict, fds: list[int]) -> None:
+        op = msg.get("op")
+        if op == "hello":
+            self.features = msg
+            if fds:
+                self.pid = _host_pid(fds[0])
+                for fd in fds:
+                    os.close(fd)
+            if not self.hello.done():
+                self.hello.set_result(msg)
+        elif op == "opened":
+            key = msg["sid"]
+            proc = _SessionProc(self, key, fds[0], self.loop)
+            self.procs[key] = proc
+            fut = self.pending.pop(key, None)
+            if fut is not None and not fut.done():
+                fut.set_result(proc)
+            else:  # the opener gave up meanwhile
+                proc.kill()
+        elif op == "open_failed":
+            fut = self.pending.pop(msg["sid"], None)
+            if fut is not None and not fut.done():
+                fut.set_exception(SandboxError(f"worker {self.slot}: {msg.get('error')}"))
+        elif op == "exit":
+            proc = self.procs.pop(msg["sid"], None)
+            if proc is not None:
+                proc.exited(msg.get("status"))
+        else:
+            for fd in fds:
+                os.close(fd)
+
+    async def _send(self, frame: bytes, fds: list[int]) -> None:
+        while True:
+            try:
+                sent = socket.send_fds(self.sock, [frame], fds)
+                break
+            except (BlockingIOError, InterruptedError):
+                ready = self.loop.create_future()
+                self.loop.add_writer(self.sock.fileno(), _resolve, ready)
+                try:
+                    await ready
+                finally:
+                    self.loop.remove_writer(self.sock.fileno())
+        if sent < len(frame):
+            await self.loop.sock_sendall(self.sock, frame[sent:])
+
+    # ---------------------------------------------------------------- sessions
+    async def spawn(self, key: str, uid: int, program: Program) -> _SessionProc:
+        """Fork a session process for `program`; returns once the worker reports its pid."""
+        if not self.alive:
+            raise SandboxError(f"worker {self.slot} is not running")
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        fut = self.loop.create_future()
+        self.pending[key] = fut
+        try:
+            frame = wire.encode(
+                {
+                    "op": "open",
+                    "sid": key,
+                    "uid": uid,
+                    "digest": program.digest,
+                    "modules": [[m.name, m.source] for m in program.modules],
+                    "nfds": 1,
+                }
+            )
+            async with self.send_lock:
+                await self._send(frame, [theirs.fileno()])
+            theirs.close()
+            proc = await asyncio.wait_for(fut, self.pool.config.load_timeout_s)
+        except asyncio.TimeoutError:
+            mine.close()
+            self.pending.pop(key, None)
+            self._died("it did not answer an open request in time")
+            raise SandboxError(f"worker {self.slot} hung while starting a session") from None
+        except (OSError, SandboxError):
+            mine.close()
+            self.pending.pop(key, None)
+            raise
+        finally:
+            theirs.close()
+        proc.reader, proc.writer = await asyncio.open_connection(sock=mine, limit=1 << 16)
+        return proc
+
+    # ---------------------------------------------------------------- death
+    def _died(self, why: str) -> None:
+        if not self.alive:
+            return
+        self.alive = False
+        if self.sock is not None:
+            self.loop.remove_reader(self.sock.fileno())
+            self.sock.close()
+        self.buf.close_fds()
+        if not self.pool._closing:
+            logger.warning("sandbox worker %d (pid %s) died: %s; starting a replacement", self.slot, self.pid, why)
+        err = SandboxError(f"sandbox worker {self.slot} died: {why}")
+        if not self.hello.done():
+            self.hello.set_exception(err)
+            self.hello.exception()  # mark retrieved
+        for fut in self.pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self.pending.clear()
+        for proc in self.procs.values():
+            proc.kill()
+            proc.exited(None)
+        self.procs.clear()
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+        self.pool._worker_died(self)
+
+    def kill(self) -> None:
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.kill()
+        self._died("stopped by the pool")
+
+    def reap(self) -> None:
+        if self.popen is not None:
+            try:
+                self.popen.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+@dataclass
+class _State:
+    """The pool's record of one open session."""
+
+    session: Session
+    program: Program
+    names: frozenset[str]
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    proc: _SessionProc | None = None
+    generation: int = 0
+    fatal: str | None = None  # the whole program failed to load: every call is LOAD_ERROR
+    load_errors: dict[str, str] = field(default_factory=dict)
+    next_id: int = 0
+
+
+class SandboxPool(Sandbox):
+    """Warm, isolated executor for untrusted tool code; see the module docstring."""
+
+    def __init__(self, config: SandboxConfig | None = None):
+        self.config = config or SandboxConfig()
+        self.backend = launch.resolve_backend(self.config.backend)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._workers: list[_Worker | None] = []
+        self._sessions: dict[str, _State] = {}
+        self._slots: asyncio.Semaphore | None = None
+        self._started: asyncio.Future | None = None
+        self._worker_ready: asyncio.Event | None = None
+        self._restarts: dict[int, asyncio.Task] = {}
+        self._start_failures = 0
+        self._broken: str | None = None
+        self._closing = False
+        self._uid_counter = 0
+        self._uid_offset = random.randrange(0, 1 << 23)
+        self._max_frame = 6 * (2 * self.config.max_output_chars + 4096) + 65536
+        if self.backend == "bwrap":
+            self._work_root = launch.SANDBOX_WORK_ROOT
+            self._host_tmp = None
+        else:
+            self._host_tmp = tempfile.mkdtemp(prefix="astra-sandbox-")
+            os.chmod(self._host_tmp, 0o711)  # sessions may traverse it, not list it
+            self._work_root = self._host_tmp
+        self._popens: list[subprocess.Popen] = []  # for the finalizer, which must not reference the pool
+        self._finalizer = weakref.finalize(self, _kill_all, self._popens, self._host_tmp)
+
+    # ---------------------------------------------------------------- lifecycle
+    async def start(self) -> SandboxPool:
+        """Start the workers (idempotent; the first `open_session` calls it too)."""
+        self._check_loop()
+        if self._started is None:
+            self._started = self._loop.create_future()
+            self._slots = asyncio.Semaphore(self.config.max_sessions)
+            self._worker_ready = asyncio.Event()
+            try:
+                workers = [_Worker(self, i) for i in range(self.config.workers)]
+                self._workers[:] = workers
+                results = await asyncio.gather(*(w.start() for w in workers), return_exceptions=True)
+                errors = [r for r in results if isinstance(r, BaseException)]
+                if len(errors) == len(workers):
+                    raise SandboxError(f"no sandbox worker could start: {errors[0]}") from errors[0]
+                for w, r in zip(workers, results, strict=True):
+                    if isinstance(r, BaseException):
+                        logger.error("sandbox worker %d failed to start: %s", w.slot, r)
+                self._worker_ready.set()
+                logger.info("sandbox: %d worker(s) ready; %s", len(workers) - len(errors), self.isolation)
+                self._started.set_result(None)
+            except BaseException as exc:
+                self._started.set_exception(exc)
+                raise
+        else:
+            await asyncio.shield(self._started)
+        return self
+
+    def _check_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError(
+                "this SandboxPool belongs to another event loop; create one pool per loop "
+                "(shared_sandbox() does) and use it only from that loop"
+            )
+
+    async def __aenter__(self) -> SandboxPool:
+        return await self.start()
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    @property
+    def isolation(self) -> str:
+        """What confines this pool's sessions (measured by its workers where started)."""
+        return launch.describe_isolation(self.config, self.backend)
+
+    # ---------------------------------------------------------------- workers
+    def _worker_died(self, worker: _Worker) -> None:
+        if self._closing or self._loop.is_closed():
+            return
+        slot = worker.slot
+        if self._workers[slot] is worker and slot not in self._restarts:
+            self._restarts[slot] = self._loop.create_task(self._restart(slot, worker))
+
+    async def _restart(self, slot: int, old: _Worker) -> None:
+        await asyncio.to_thread(old.reap)
+        delay = 0.05
+        try:
+            while not self._closing:
+                worker = _Worker(self, slot)
+                try:
+                    await worker.start()
+                except SandboxError as exc:
+                    self._start_failures += 1
+                    if self._start_failures >= MAX_START_FAILURES:
+                        self._broken = f"sandbox workers keep failing to start: {exc}"
+                        logger.error("sandbox: %s", self._broken)
+                        self._worker_ready.set()
+                        return
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                    continue
+                self._start_failures = 0
+                self._workers[slot] = worker
+                self._worker_ready.set()
+                return
+        finally:
+            self._restarts.pop(slot, None)
+
+    async def _pick_worker(self) -> _Worker:
+        deadline = time.monotonic() + WORKER_START_TIMEOUT_S
+        while True:
+            if self._broken:
+                raise SandboxError(self._broken)
+            live = [w for w in self._workers if w is not None and w.alive and w.hello.done()]
+            if live:
+                return min(live, key=lambda w: len(w.procs) + len(w.pending))
+            self._worker_ready.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise SandboxError(f"no sandbox worker available after {WORKER_START_TIMEOUT_S} s")
+            try:
+                await asyncio.wait_for(self._worker_ready.wait(), remaining)
+            except asyncio.TimeoutError:
+                pass
+
+    def _next_uid(self) -> int:
+        self._uid_counter += 1
+        return self.config.uid_base + (self._uid_offset + self._uid_counter) % (1 << 24)
+
+    # ---------------------------------------------------------------- sessions
+    async def open_session(self, program: Program) -> Session:
+        await self.start()
+        if self._closing:
+            raise SandboxError("the sandbox pool is closed")
+        await self._slots.acquire()
+        try:
+            session = Session(id=secrets.token_hex(8), program_digest=program.digest)
+            st = _State(session=session, program=program, names=frozenset(m.name for m in program.modules))
+            st.fatal = validate_program(program)
+            if st.fatal is None:
+                await self._start_process(st)
+        except BaseException:
+            self._slots.release()
+            raise
+        self._sessions[session.id] = st
+        return session
+
+    async def _start_process(self, st: _State) -> None:
+        """Start (or restart) the session's process; sets st.proc, or st.fatal for a program that
+        cannot load. Raises SandboxError when the sandbox itself fails."""
+        last: Exception | None = None
+        for _attempt in range(3):
+            worker = await self._pick_worker()
+            st.generation += 1
+            key = f"{st.session.id}-{st.generation}"
+            try:
+                proc = await worker.spawn(key, self._next_uid(), st.program)
+            except SandboxError as exc:  # the worker died or hung: try another one
+                last = exc
+                continue
+            try:
+                ready = await asyncio.wait_for(self._read_frame(proc), self.config.load_timeout_s)
+            except asyncio.TimeoutError:
+                proc.close()
+                st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
+                return
+            except (asyncio.IncompleteReadError, ConnectionError, wire.ProtocolError):
+                status = await proc.exit_status()
+                proc.close()
+                if status is None and not worker.alive:
+                    last = SandboxError(f"sandbox worker {worker.slot} died while starting a session")
+                    continue
+                st.fatal = f"the program crashed while loading: {describe_exit(status, self.config)[1]}"
+                return
+            if ready.get("op") == "fatal":
+                proc.close()
+                raise SandboxError(f"session could not be isolated: {ready.get('error')}")
+            if ready.get("op") != "ready":
+                proc.close()
+                st.fatal = "the program interfered with the sandbox while loading"
+                return
+            errors = ready.get("errors") or {}
+            st.load_errors = {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {}
+            if st.names <= set(st.load_errors):  # nothing callable: no process needed
+                proc.close()
+                return
+            st.proc = proc
+            return
+        raise SandboxError(f"could not start a session process: {last}")
+
+    async def _read_frame(self, proc: _SessionProc) -> dict:
+        header = await proc.reader.readexactly(wire.HEADER.size)
+        (n,) = wire.HEADER.unpack(header)
+        if n > self._max_frame:
+            raise wire.ProtocolError(f"frame of {n} bytes exceeds the limit of {self._max_frame}")
+        payload = await proc.reader.readexactly(n)
+        try:
+            obj = json.loads(payload)
+        except ValueError as exc:
+            raise wire.ProtocolError(f"frame is not JSON: {exc}") from None
+        if not isinstance(obj, dict):
+            raise wire.ProtocolError("frame is not a JSON object")
+        return obj
+
+    async def call(self, session: Session, module: str, function: str, kwargs: dict) -> CallResult:
+        t0 = time.perf_counter()
+        self._check_loop()
+        st = self._sessions.get(session.id)
+        if st is None:
+            raise SandboxError(f"session {session.id} is closed or was never opened by this pool")
+        result = await self._call(st, module, function, kwargs)
+        result.elapsed_s = time.perf_counter() - t0
+        return result
+
+    async def _call(self, st: _State, module: str, function: str, kwargs: dict) -> CallResult:
+        if st.fatal:
+            return _failure(ErrorKind.LOAD_ERROR, f"the tools could not be loaded: {st.fatal}")
+        if module not in st.names:
+            return _failure(ErrorKind.NOT_FOUND, f"no tool module {module!r}; available: {', '.join(sorted(st.names))}")
+        if module in st.load_errors:
+            return _failure(ErrorKind.LOAD_ERROR, st.load_errors[module])
+        if not isinstance(function, str) or not function.isidentifier():
+            return _failure(ErrorKind.NOT_FOUND, f"{function!r} is not a function name")
+        if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
+            return _failure(ErrorKind.BAD_ARGS, "arguments must be an object with string keys")
+        try:
+            frame_args = json.loads(json.dumps(kwargs))  # what the tool receives: JSON values only
+        except (TypeError, ValueError) as exc:
+            return _failure(ErrorKind.BAD_ARGS, f"arguments are not JSON-serialisable: {exc}")
+        async with st.lock:
+            if st.proc is None:
+                try:
+                    await self._start_process(st)
+                except SandboxError as exc:
+                    return _failure(ErrorKind.CRASH, f"the sandbox could not restart this session: {exc}")
+                if st.fatal:
+                    return _failure(ErrorKind.LOAD_ERROR, f"the tools could not be loaded: {st.fatal}")
+                if st.proc is None:
+                    return _failure(ErrorKind.LOAD_ERROR, st.load_errors.get(module, "the tools could not be loaded"))
+            proc = st.proc
+            st.next_id += 1
+            call_id = st.next_id
+            frame = wire.encode({"id": call_id, "m": module, "f": function, "a": frame_args})
+            try:
+                resp = await asyncio.wait_for(self._roundtrip(proc, frame), self.config.call_timeout_s)
+                return self._result(resp, call_id)
+            except asyncio.TimeoutError:
+                st.proc = None
+                proc.close()
+                return _failure(
+                    ErrorKind.TIMEOUT,
+                    f"the call did not finish within {self.config.call_timeout_s:g} s and was stopped. {RESET_NOTE}",
+                )
+            except (asyncio.IncompleteReadError, ConnectionError):
+                st.proc = None
+                status = await proc.exit_status()
+                proc.close()
+                kind, why = describe_exit(status, self.config)
+                return _failure(kind, f"{why} {RESET_NOTE}")
+            except wire.ProtocolError as exc:
+                st.proc = None
+                proc.close()
+                return _failure(
+                    ErrorKind.FORBIDDEN, f"the tool wrote into the sandbox's result channel ({exc}). {RESET_NOTE}"
+                )
+
+    async def _roundtrip(self, proc: _SessionProc, frame: bytes) -> dict:
+        proc.writer.write(frame)
+        await proc.writer.drain()
+        return await self._read_frame(proc)
+
+    @staticmethod
+    def _result(resp: dict, call_id: int) -> CallResult:
+        if resp.get("id") != call_id or not isinstance(resp.get("ok"), bool):
+            raise wire.ProtocolError(f"unexpected reply {str(resp)[:100]!r}")
+        stdout = resp.get("stdout") or ""
+        if resp["ok"]:
+            out = resp.get("out")
+            if not isinstance(out, str) or not isinstance(stdout, str):
+                raise wire.ProtocolError("reply fields have the wrong types")
+            return CallResult(ok=True, output=out, stdout=stdout)
+        try:
+            kind = ErrorKind(resp.get("kind"))
+        except ValueError:
+            raise wire.ProtocolError(f"unknown error kind {resp.get('kind')!r}") from None
+        return _failure(kind, str(resp.get("msg") or kind.value), str(stdout))
+
+    async def close_session(self, session: Session) -> None:
+        st = self._sessions.pop(session.id, None)
+        if st is None:
+            return
+        if st.proc is not None:
+            st.proc.close()
+            st.proc = None
+        self._slots.release()
+
+    async def aclose(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        for st in list(self._sessions.values()):
+            if st.proc is not None:
+                st.proc.close()
+        self._sessions.clear()
+        for task in list(self._restarts.values()):
+            task.cancel()
+        workers = [w for w in self._workers if w is not None]
+        for w in workers:
+            w.kill()
+        await asyncio.to_thread(lambda: [w.reap() for w in workers])
+        self._finalizer()
+
+    def terminate(self) -> None:
+        """Kill every worker now, without the event loop (for pools whose loop is gone)."""
+        self._closing = True
+        self._finalizer()
+
+    # ---------------------------------------------------------------- diagnostics
+    def session_pid(self, session: Session) -> int | None:
+        """Host pid of the session's current process (None when it has none right now)."""
+        st = self._sessions.get(session.id)
+        return st.proc.pid if st is not None and st.proc is not None else None
+
+    def worker_pids(self) -> list[int | None]:
+        """Host pids of the worker processes (inside bwrap: the worker itself, not bwrap)."""
+        return [w.pid if w is not None and w.alive else None for w in self._workers]
+
+    @property
+    def open_sessions(self) -> int:
+        return len(self._sessions)
+
+
+def _kill_all(popens: list[subprocess.Popen], host_tmp: str | None) -> None:
+    for p in popens:
+        if p.poll() is None:
+            p.kill()
+    if host_tmp:
+        shutil.rmtree(host_tmp, ignore_errors=True)
+
+
+# One pool per (process, event loop): see the module docstring. Keyed by id(loop), with a weak
+# reference to tell a reused id from the same loop.
+_SHARED: dict[int, tuple[weakref.ref, SandboxPool]] = {}
+
+
+def shared_sandbox(config: SandboxConfig | None = None) -> SandboxPool:
+    """The process's pool for the running event loop, created on first use.
+
+    Call it from a coroutine (an agent loop's `run`). Each event loop gets its own pool (a pool
+    cannot serve two loops); pools of loops that were closed are shut down here. Asking for the
+    shared pool with a config different from the one it was created with is an error.
+    """
+    loop = asyncio.get_running_loop()
+    for key, (ref, old) in list(_SHARED.items()):
+        dead = ref()
+        if dead is None or dead.is_closed() or old._closing:
+            old.terminate()
+            del _SHARED[key]
+    entry = _SHARED.get(id(loop))
+    if entry is None:
+        pool = SandboxPool(config or SandboxConfig())
+        _SHARED[id(loop)] = (weakref.ref(loop), pool)
+        return pool
+    pool = entry[1]
+    if config is not None and pool.config != config:
+        raise ValueError(
+            f"shared_sandbox() already holds a pool for this event loop with a different config: {pool.config} != {config}"
+        )
+    return pool

@@ -1,0 +1,48 @@
+"""The synchronous batch helpers and the `astra.sandbox` config section."""
+
+from __future__ import annotations
+
+import pytest
+
+from astra_verl.sandbox import ErrorKind, Module, Program, SandboxConfig, run_calls, run_programs
+
+COUNTER = "_n = [0]\ndef bump(by=1):\n    _n[0] += by\n    return _n[0]\ndef fails():\n    raise ValueError('x')\n"
+
+
+def test_run_calls_runs_in_one_session_in_order():
+    prog = Program((Module("m", COUNTER),))
+    out = run_calls(prog, [("m", "bump", {}), ("m", "bump", {"by": 2}), ("m", "fails", {})], SandboxConfig(workers=1))
+    assert [r.output for r in out[:2]] == ["1", "3"] and out[2].error_kind is ErrorKind.EXCEPTION
+
+
+def test_run_programs_keeps_order_and_reports_progress():
+    prog = Program((Module("m", COUNTER),))
+    seen = []
+    results = run_programs(
+        [(prog, [("m", "bump", {"by": i})]) for i in range(12)],
+        SandboxConfig(workers=2),
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert [r[0].output for r in results] == [str(i) for i in range(12)]  # every job had a fresh session
+    assert seen[-1] == (12, 12) and len(seen) == 12
+
+
+def test_config_from_dict():
+    cfg = SandboxConfig.from_dict({"workers": 3, "call_timeout_s": 2, "backend": "process"})
+    assert cfg.workers == 3 and cfg.call_timeout_s == 2.0 and isinstance(cfg.call_timeout_s, float)
+    assert SandboxConfig.from_dict(None) == SandboxConfig()
+    with pytest.raises(ValueError, match=r"unknown key\(s\) in astra.sandbox: timeout; known keys: .*call_timeout_s"):
+        SandboxConfig.from_dict({"timeout": 3})
+    with pytest.raises(ValueError, match="backend must be one of"):
+        SandboxConfig.from_dict({"backend": "docker"})
+    with pytest.raises(TypeError, match="memory_mb must be int"):
+        SandboxConfig.from_dict({"memory_mb": "512"})
+    with pytest.raises(ValueError, match="workers must be > 0"):
+        SandboxConfig.from_dict({"workers": 0})
+
+
+def test_config_from_omegaconf():
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.create({"astra": {"sandbox": {"workers": 1, "memory_mb": 256}}})
+    assert SandboxConfig.from_dict(node.astra.sandbox) == SandboxConfig(workers=1, memory_mb=256)
