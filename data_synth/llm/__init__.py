@@ -1,0 +1,59 @@
+"""LLM access for the synthesis pipelines (shared by `data_synth.env` and `data_synth.traj`).
+
+    from data_synth.llm import LLMConfig, add_llm_arguments, build_client, usage_scope
+
+    client = build_client(LLMConfig(base_urls=["http://127.0.0.1:8000/v1"], model="m"), cache_path=run_dir / "llm.sqlite")
+    c = await client.complete(messages, step="traj.agent", tools=tools)      # Completion: text, tool_calls, usage
+    r = await client.complete_json(messages, step="env.verify", schema=MyModel, check=fn)   # r.value
+    await client.aclose()
+
+Modules: `client` (LLMClient: cache, concurrency, retries, JSON + repair round), `http`
+(OpenAI-compatible endpoint pool), `scripted` (canned responses), `cache` (sqlite),
+`extract` (JSON / code out of replies), `types` (Completion, ToolCall, errors), `config`
+(flags and `build_client`).
+"""
+
+from data_synth.llm.cache import ResponseCache, cache_key
+from data_synth.llm.client import Backend, JSONReply, LLMClient, usage_scope
+from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
+from data_synth.llm.extract import ExtractError, extract_code, extract_json, strip_reasoning
+from data_synth.llm.http import EndpointPool, HTTPBackend
+from data_synth.llm.scripted import ScriptedBackend, load_rules
+from data_synth.llm.types import (
+    Completion,
+    LLMError,
+    LLMOutputError,
+    LLMUnavailable,
+    StepUsage,
+    ToolCall,
+    TransientError,
+    Usage,
+)
+
+__all__ = [
+    "Backend",
+    "Completion",
+    "EndpointPool",
+    "ExtractError",
+    "HTTPBackend",
+    "JSONReply",
+    "LLMClient",
+    "LLMConfig",
+    "LLMError",
+    "LLMOutputError",
+    "LLMUnavailable",
+    "ResponseCache",
+    "ScriptedBackend",
+    "StepUsage",
+    "ToolCall",
+    "TransientError",
+    "Usage",
+    "add_llm_arguments",
+    "build_client",
+    "cache_key",
+    "extract_code",
+    "extract_json",
+    "load_rules",
+    "strip_reasoning",
+    "usage_scope",
+]

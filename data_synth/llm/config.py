@@ -1,0 +1,137 @@
+"""LLM settings, their command-line flags, and the client they build.
+
+Flags (each with an environment-variable default, so a cluster job can set them once):
+
+    --llm-base-url URL[,URL...]   ASTRA_LLM_BASE_URL   OpenAI-compatible base URLs (.../v1); several = a pool
+    --llm-model NAME              ASTRA_LLM_MODEL      model name the server knows
+    --llm-api-key-env VAR         (OPENAI_API_KEY)     name of the variable holding the key (never the key)
+    --llm-scripted FILE                                canned responses instead of a server (dry runs, tests)
+    --llm-concurrency N --llm-timeout S --llm-retries N --llm-temperature T --llm-max-tokens N
+    --llm-extra-body JSON          merged into every request (e.g. '{"chat_template_kwargs": {"enable_thinking": false}}')
+    --no-llm-cache
+
+`add_llm_arguments(parser, prefix="judge")` adds the same set as `--judge-base-url` ...
+for a second model; `LLMConfig.from_args(args, prefix="judge")` reads it back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from data_synth.llm.cache import ResponseCache
+from data_synth.llm.client import LLMClient
+from data_synth.llm.http import HTTPBackend
+from data_synth.llm.scripted import ScriptedBackend, load_rules
+
+
+class LLMConfig(BaseModel):
+    base_urls: list[str] = Field(default_factory=list)
+    model: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    scripted: str | None = Field(default=None, description="rules file for the scripted backend")
+    max_concurrency: int = 32
+    timeout_s: float = 120.0
+    max_retries: int = 6
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 60.0
+    temperature: float = 0.7
+    max_tokens: int | None = 4096
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    cache: bool = True
+
+    def describe(self) -> str:
+        """One line for logs (endpoints and model, never a key)."""
+        where = f"scripted:{self.scripted}" if self.scripted else ",".join(self.base_urls) or "(no endpoint)"
+        return f"{self.model or '(default model)'} @ {where}, concurrency {self.max_concurrency}"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, prefix: str = "llm") -> LLMConfig:
+        p = prefix.replace("-", "_")
+
+        def get(name: str) -> Any:
+            return getattr(args, f"{p}_{name}")
+
+        extra = get("extra_body")
+        try:
+            extra_body = json.loads(extra) if extra else {}
+        except json.JSONDecodeError as e:
+            raise SystemExit(f"--{prefix}-extra-body is not JSON: {e.msg}") from None
+        urls = [u.strip() for u in (get("base_url") or "").split(",") if u.strip()]
+        return cls(
+            base_urls=urls,
+            model=get("model") or "",
+            api_key_env=get("api_key_env"),
+            scripted=get("scripted"),
+            max_concurrency=get("concurrency"),
+            timeout_s=get("timeout"),
+            max_retries=get("retries"),
+            temperature=get("temperature"),
+            max_tokens=get("max_tokens") or None,
+            extra_body=extra_body,
+            cache=not get("no_cache"),
+        )
+
+
+def add_llm_arguments(parser: argparse.ArgumentParser, prefix: str = "llm", what: str = "the model") -> None:
+    env = "ASTRA_" + prefix.upper().replace("-", "_")
+    g = parser.add_argument_group(f"LLM ({what})")
+    g.add_argument(
+        f"--{prefix}-base-url",
+        default=os.environ.get(f"{env}_BASE_URL"),
+        help=f"OpenAI-compatible base URL(s), comma-separated for a pool of replicas (env {env}_BASE_URL)",
+    )
+    g.add_argument(f"--{prefix}-model", default=os.environ.get(f"{env}_MODEL"), help=f"model name (env {env}_MODEL)")
+    g.add_argument(
+        f"--{prefix}-api-key-env",
+        default="OPENAI_API_KEY",
+        help="name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)",
+    )
+    g.add_argument(f"--{prefix}-scripted", default=None, metavar="FILE", help="canned responses (.json/.jsonl rules)")
+    g.add_argument(f"--{prefix}-concurrency", type=int, default=32, help="requests in flight (default 32)")
+    g.add_argument(f"--{prefix}-timeout", type=float, default=120.0, help="seconds per request (default 120)")
+    g.add_argument(f"--{prefix}-retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
+    g.add_argument(f"--{prefix}-temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    g.add_argument(f"--{prefix}-max-tokens", type=int, default=4096, help="max completion tokens (0 = server default)")
+    g.add_argument(f"--{prefix}-extra-body", default=None, metavar="JSON", help="extra request fields, as JSON")
+    g.add_argument(f"--{prefix}-no-cache", action="store_true", help="do not read or write the response cache")
+
+
+def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, responder=None) -> LLMClient:
+    """The client for `cfg`. `cache_path` enables the response cache (unless cfg.cache is off).
+    `responder` (tests) makes a scripted backend answer through a callable."""
+    if responder is not None or cfg.scripted:
+        backend = ScriptedBackend(load_rules(cfg.scripted) if cfg.scripted else [], responder=responder)
+    elif cfg.base_urls:
+        backend = HTTPBackend(
+            cfg.base_urls,
+            api_key_env=cfg.api_key_env or None,
+            timeout_s=cfg.timeout_s,
+            max_connections=cfg.max_concurrency,
+            backoff_base_s=cfg.backoff_base_s,
+            backoff_max_s=cfg.backoff_max_s,
+        )
+    else:
+        raise SystemExit(
+            "no LLM configured: pass --llm-base-url (or set ASTRA_LLM_BASE_URL), or --llm-scripted FILE for a dry run"
+        )
+    defaults: dict[str, Any] = {"temperature": cfg.temperature}
+    if cfg.max_tokens:
+        defaults["max_tokens"] = cfg.max_tokens
+    defaults.update(cfg.extra_body)
+    cache = ResponseCache(cache_path) if cache_path is not None and cfg.cache else None
+    return LLMClient(
+        backend,
+        model=cfg.model or "default",
+        cache=cache,
+        max_concurrency=cfg.max_concurrency,
+        max_retries=cfg.max_retries,
+        backoff_base_s=cfg.backoff_base_s,
+        backoff_max_s=cfg.backoff_max_s,
+        defaults=defaults,
+    )

@@ -1,0 +1,129 @@
+"""A loopback OpenAI-compatible server with scripted behaviour: test and benchmark scaffolding.
+
+It answers `POST /v1/chat/completions` through a handler `(payload, n) -> FakeReply`, `n`
+counting requests from 0, so a test can make request 0 time out, request 1 get a 429 with
+Retry-After and request 2 succeed. Nothing here talks to a model.
+
+    server = FakeOpenAIServer(handler)
+    base_url = await server.start()        # http://127.0.0.1:<port>/v1
+    ...
+    await server.stop()
+
+As a process (for benchmarks, so the server does not share the client's event loop):
+
+    python -m data_synth.llm.fake_server --port 0 --latency 0.2 --responder pkg.module:function
+
+prints `READY <base_url>` on stdout; `function(payload)` returns a scripted response (see
+`data_synth.llm.scripted`), served after `--latency` seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import inspect
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from data_synth.llm.scripted import response_body
+
+
+@dataclass
+class FakeReply:
+    status: int = 200
+    body: dict[str, Any] | str | None = None  # dict: JSON; str: sent verbatim (junk)
+    headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0
+
+
+def chat_reply(content: str = "", *, tool_calls: list[dict[str, Any]] | None = None, delay_s: float = 0.0) -> FakeReply:
+    answer: dict[str, Any] = {"content": content}
+    if tool_calls:
+        answer["tool_calls"] = tool_calls
+    return FakeReply(body=response_body(answer, {"model": "fake"}), delay_s=delay_s)
+
+
+Handler = Callable[[dict[str, Any], int], "FakeReply | Awaitable[FakeReply]"]
+
+
+class FakeOpenAIServer:
+    def __init__(self, handler: Handler, *, host: str = "127.0.0.1", port: int = 0):
+        self.handler = handler
+        self.host = host
+        self.port = port
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self._runner: web.AppRunner | None = None
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        payload = await request.json()
+        n = len(self.requests)
+        self.requests.append(payload)
+        self.headers.append(dict(request.headers))
+        reply = self.handler(payload, n)
+        if inspect.isawaitable(reply):
+            reply = await reply
+        if reply.delay_s:
+            await asyncio.sleep(reply.delay_s)
+        if isinstance(reply.body, str):
+            return web.Response(status=reply.status, text=reply.body, headers=reply.headers)
+        return web.json_response(reply.body or {}, status=reply.status, headers=reply.headers)
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self._chat)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]
+        return f"http://{self.host}:{self.port}/v1"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def _load(spec: str) -> Callable[[dict[str, Any]], Any]:
+    module, _, name = spec.partition(":")
+    if not name:
+        raise SystemExit(f"--responder must be module:function, not {spec!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    responder = _load(args.responder)
+
+    def handler(payload: dict[str, Any], n: int) -> FakeReply:
+        return FakeReply(body=response_body(responder(payload), payload), delay_s=args.latency)
+
+    server = FakeOpenAIServer(handler, port=args.port)
+    base_url = await server.start()
+    print(f"READY {base_url}", flush=True)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m data_synth.llm.fake_server", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.2, help="seconds before each answer")
+    parser.add_argument("--responder", required=True, help="module:function mapping a request payload to a response")
+    args = parser.parse_args(argv)
+    try:
+        asyncio.run(_serve(args))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""Run one step over its input records: bounded async concurrency, resumable, shardable.
+
+    class Judge(Step[Task, Scored]):
+        name = "traj.judge"
+        input_type, output_type = Task, Scored
+        async def process(self, record, ctx):
+            reply = await ctx.llm.complete_json(..., step=self.name, schema=Verdict)
+            if reply.value.score < 0.5:
+                raise Reject("low_score", f"{reply.value.score:.2f}")
+            return Scored(key=record.key, ...)
+
+    stats = await run_step(Judge(), inputs, run_dir, ctx=ctx, concurrency=64, shard=Shard.parse("0/4"))
+    scored = read_outputs(run_dir, "traj.judge", Scored)
+
+What `run_step` guarantees:
+- Inputs whose key already has a final envelope (ok / rejected) in the step's files are
+  skipped; `error` envelopes are retried. Inputs outside `shard` are skipped. A key seen twice
+  in one input stream is processed once.
+- At most `concurrency` records are in flight; each result is fsync'ed before it counts.
+  Kill the process at any moment and a rerun neither loses nor duplicates a record.
+- `process` raising `Reject` or `LLMOutputError` -> `rejected` with its reason;
+  `LLMUnavailable` -> `error` (`llm_unavailable`); any other exception -> `error`
+  (`exception:<Type>`, traceback tail in `detail`). The run itself never dies of a record.
+- Each envelope's `meta` carries the record's elapsed time and LLM usage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import traceback
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Generic, TypeVar
+
+from pydantic import ValidationError
+from tqdm.auto import tqdm
+
+from data_synth.llm.client import LLMClient, usage_scope
+from data_synth.llm.types import LLMOutputError, LLMUnavailable
+from data_synth.pipeline.records import Envelope, Record, Reject
+from data_synth.pipeline.shard import Shard
+from data_synth.pipeline.store import Appender, StoreError, read_envelopes, step_file
+
+log = logging.getLogger(__name__)
+
+I = TypeVar("I", bound=Record)  # noqa: E741
+O = TypeVar("O", bound=Record)  # noqa: E741
+R = TypeVar("R", bound=Record)
+
+
+@dataclass
+class StepContext:
+    """What steps may use besides their input: the LLM client, the sandbox, the run directory.
+    Built per process (a Ray worker builds its own through a `ContextFactory`)."""
+
+    llm: LLMClient | None = None
+    sandbox: Any = None
+    run_dir: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    async def aclose(self) -> None:
+        if self.llm is not None:
+            await self.llm.aclose()
+        if self.sandbox is not None and hasattr(self.sandbox, "aclose"):
+            await self.sandbox.aclose()
+
+
+ContextFactory = Callable[[], Awaitable[StepContext]]
+
+
+class Step(ABC, Generic[I, O]):
+    """One job. Subclasses set `name`, `input_type`, `output_type` and implement `process`.
+    A step object holds configuration only (it is pickled to Ray workers)."""
+
+    name: ClassVar[str]
+    input_type: ClassVar[type[Record]]
+    output_type: ClassVar[type[Record]]
+
+    @abstractmethod
+    async def process(self, record: I, ctx: StepContext) -> O | list[O]:
+        """Return the output record(s), or raise `Reject`."""
+
+
+@dataclass
+class RunStats:
+    """What one invocation of a step did (the funnel counts what is on disk overall)."""
+
+    step: str
+    seen: int = 0  # inputs in this shard
+    skipped_done: int = 0
+    duplicates: int = 0
+    ok: int = 0
+    rejected: int = 0
+    error: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def processed(self) -> int:
+        return self.ok + self.rejected + self.error
+
+    def line(self) -> str:
+        return (
+            f"{self.step}: {self.processed} processed ({self.ok} ok, {self.rejected} rejected, {self.error} error), "
+            f"{self.skipped_done} already done, {self.elapsed_s:.1f} s"
+        )
+
+
+def _short_traceback(e: BaseException, limit: int = 6) -> str:
+    lines = traceback.format_exception(type(e), e, e.__traceback__)
+    return "".join(lines[-limit:])[-2000:]
+
+
+async def process_one(step: Step, record: Record, ctx: StepContext) -> Envelope:
+    """Run `step` on one record and wrap the outcome; never raises (but for cancellation)."""
+    t0 = time.monotonic()
+    status, reason, detail, out = "ok", None, None, []
+    with usage_scope() as usage:
+        try:
+            result = await step.process(record, ctx)
+            results = result if isinstance(result, list) else [result]
+            for r in results:
+                if not isinstance(r, step.output_type):
+                    raise TypeError(f"{step.name} returned a {type(r).__name__}, not a {step.output_type.__name__}")
+            out = [r.model_dump(mode="json") for r in results]
+        except Reject as e:
+            status, reason, detail = "rejected", e.reason, e.detail
+        except LLMOutputError as e:
+            status, reason, detail = "rejected", e.reason, e.detail
+        except LLMUnavailable as e:
+            status, reason, detail = "error", "llm_unavailable", str(e)
+        except Exception as e:  # a bug or an unexpected input: record it, keep the run alive
+            status, reason, detail = "error", f"exception:{type(e).__name__}", _short_traceback(e)
+            log.warning("%s: record %s failed: %s: %s", step.name, record.key, type(e).__name__, e)
+    meta: dict[str, Any] = {"elapsed_s": round(time.monotonic() - t0, 4)}
+    if usage.requests or usage.completions:
+        meta["usage"] = usage.model_dump()
+    return Envelope(
+        step=step.name,
+        key=record.key,
+        status=status,
+        reason=reason,
+        detail=detail,
+        record_version=step.output_type.VERSION,
+        out=out,
+        meta=meta,
+    )
+
+
+def pending(
+    step: Step, inputs: Iterable[Record], run_dir: str | Path, shard: Shard, stats: RunStats
+) -> Iterator[Record]:
+    """The inputs this invocation must process (see the module doc), counting the rest."""
+    done = {k for k, e in read_envelopes(run_dir, step.name).items() if e.final}
+    seen: set[str] = set()
+    for record in inputs:
+        if not shard.contains(record.key):
+            continue
+        stats.seen += 1
+        if record.key in seen:
+            stats.duplicates += 1
+            continue
+        seen.add(record.key)
+        if record.key in done:
+            stats.skipped_done += 1
+            continue
+        yield record
+
+
+def _count(stats: RunStats, env: Envelope) -> None:
+    setattr(stats, env.status, getattr(stats, env.status) + 1)
+
+
+async def run_step(
+    step: Step,
+    inputs: Iterable[Record],
+    run_dir: str | Path,
+    *,
+    ctx: StepContext,
+    concurrency: int = 64,
+    shard: Shard | None = None,
+    progress: bool = True,
+) -> RunStats:
+    shard = shard or Shard(0, 1)
+    stats = RunStats(step=step.name)
+    t0 = time.monotonic()
+    todo = list(pending(step, inputs, run_dir, shard, stats))
+    if not todo:
+        stats.elapsed_s = time.monotonic() - t0
+        return stats
+    slots = asyncio.Semaphore(concurrency)
+    bar = tqdm(total=len(todo), desc=step.name, unit="rec", disable=not progress, leave=False)
+
+    async def one(record: Record, out: Appender) -> None:
+        try:
+            env = await process_one(step, record, ctx)
+            out.append(env)
+            _count(stats, env)
+            bar.update(1)
+        finally:
+            slots.release()
+
+    tasks: set[asyncio.Task] = set()
+    with Appender(step_file(run_dir, step.name, shard)) as out:
+        try:
+            for record in todo:
+                await slots.acquire()
+                task = asyncio.create_task(one(record, out))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            if tasks:
+                await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            bar.close()
+    stats.elapsed_s = time.monotonic() - t0
+    return stats
+
+
+def read_outputs(run_dir: str | Path, step: str, record_type: type[R]) -> list[R]:
+    """The output records of a step's `ok` envelopes, across shards, sorted by key."""
+    records: list[R] = []
+    for key, env in sorted(read_envelopes(run_dir, step).items()):
+        if env.status != "ok":
+            continue
+        if env.record_version != record_type.VERSION:
+            raise StoreError(
+                f"{step}: record {key} has version {env.record_version}, {record_type.__name__} is version "
+                f"{record_type.VERSION}; rerun the step into a fresh run directory"
+            )
+        for raw in env.out:
+            try:
+                records.append(record_type.model_validate(raw))
+            except ValidationError as e:
+                raise StoreError(f"{step}: record {key} is not a valid {record_type.__name__}: {e}") from None
+    records.sort(key=lambda r: r.key)
+    return records
