@@ -25,9 +25,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
-from pydantic import Field
 
-from data_synth.traj.records import Record, content_id
+from data_synth.traj.records import Chain
 
 
 @dataclass
@@ -43,19 +42,6 @@ class ChainConfig:
             raise ValueError(f"chain lengths must satisfy 2 <= min_len <= max_len, got {self.min_len}..{self.max_len}")
         if self.per_start < 1 or self.attempts_factor < 1:
             raise ValueError("per_start and attempts_factor must be >= 1")
-
-
-class Chain(Record):
-    """A sampled chain; `chain_id` is a hash of `(server_id, tools)`."""
-
-    chain_id: str
-    server_id: str
-    tools: list[str] = Field(min_length=2)
-    weight: float = Field(description="product of the walked edges' weights")
-
-    @classmethod
-    def create(cls, server_id: str, tools: Sequence[str], weight: float) -> Chain:
-        return cls(chain_id=content_id(server_id, list(tools)), server_id=server_id, tools=list(tools), weight=weight)
 
 
 class WalkGraph:

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field
 
 from data_synth.traj.compat import compat
-from data_synth.traj.records import Record, Server
+from data_synth.traj.records import ChainProposal, Edge, GraphRecord, Server
 
 
 @dataclass
@@ -35,47 +34,6 @@ class GraphConfig:
     alpha: float = 0.5
     llm_min: float = 0.5
     compat_min: float = 0.3
-
-
-class ChainProposal(BaseModel):
-    """One chain an LLM proposed for a server (already checked: every tool exists)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    tools: list[str] = Field(min_length=2)
-    confidence: float = Field(ge=0.0, le=1.0)
-    reason: str = ""
-
-
-class Edge(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    source: str
-    target: str
-    weight: float
-    llm: float
-    compat: float
-    feed: float
-    coverage: float
-    origin: list[str]
-    evidence: list[str] = Field(default_factory=list)
-
-
-class GraphRecord(Record):
-    """A server's graph as data. `proposal_samples` counts the LLM samples the `llm` numbers
-    average over (0: built from schemas alone)."""
-
-    server_id: str
-    nodes: list[str]
-    edges: list[Edge]
-    proposal_samples: int = 0
-
-    def to_nx(self) -> nx.DiGraph:
-        g = nx.DiGraph(server_id=self.server_id)
-        g.add_nodes_from(self.nodes)
-        for e in self.edges:
-            g.add_edge(e.source, e.target, **e.model_dump(exclude={"source", "target"}))
-        return g
 
 
 def llm_confidence(samples: list[list[ChainProposal]]) -> dict[tuple[str, str], float]:
@@ -128,7 +86,11 @@ def build_graph(server: Server, samples: list[list[ChainProposal]], cfg: GraphCo
                 )
             )
     return GraphRecord(
-        server_id=server.server_id, nodes=server.tool_names(), edges=edges, proposal_samples=len(samples)
+        key=server.server_id,
+        server_id=server.server_id,
+        nodes=server.tool_names(),
+        edges=edges,
+        proposal_samples=len(samples),
     )
 
 

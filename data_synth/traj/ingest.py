@@ -13,9 +13,13 @@ Accepted inputs (the format is detected per file, or forced with `fmt=`):
   output; descriptions read "This tool belongs to X. ... Tool description: Y"): one server per
   file; the shared prefix becomes the server description.
 
-Every tool is normalized (`schema.normalize_parameters`); a tool that cannot be is rejected with
-file, record, tool and reason. A server is kept when it has at least `min_tools` valid tools (the
-paper keeps >= 3); with `drop_invalid_tools=False` one invalid tool rejects its whole server.
+Two phases: `read_sources` splits files into one `SourceRecord` per server (unreadable files and
+duplicate server ids are marked there, since only that phase sees every file), and
+`build_server` validates one record into a `Server` or raises `Reject` with the reason. Every
+tool is normalized (`schema.normalize_parameters`); a tool that cannot be is dropped and listed
+in `Server.dropped_tools` with its reason. A server is kept when it has at least `min_tools`
+valid tools (the paper keeps >= 3); with `drop_invalid_tools=False` one invalid tool rejects
+its whole server.
 """
 
 from __future__ import annotations
@@ -23,29 +27,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
-from data_synth.traj.records import Server, Source, ToolDoc
+from data_synth.pipeline import Reject
+from data_synth.traj.records import DroppedTool, Server, Source, SourceRecord, ToolDoc
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_output, normalize_parameters
 
 FORMATS = ("astra", "openai", "mcp", "bfcl")
-
-
-class IngestIssue(BaseModel):
-    """A rejected server or tool (`tool` set), or a dropped output schema (`level="warning"`)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    file: str
-    record: int | None
-    server: str | None = None
-    tool: str | None = None
-    level: str = "error"
-    reason: str
+_BFCL_SPLIT = "Tool description:"
 
 
 @dataclass
@@ -54,22 +45,12 @@ class IngestConfig:
     drop_invalid_tools: bool = True
 
 
-@dataclass
-class IngestResult:
-    servers: list[Server] = field(default_factory=list)
-    issues: list[IngestIssue] = field(default_factory=list)
-
-    @property
-    def rejected(self) -> list[IngestIssue]:
-        return [i for i in self.issues if i.level == "error"]
-
-
 def slug(text: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", text.strip().lower()).strip("-")
     return s or "server"
 
 
-# -- reading files ------------------------------------------------------------------------
+# -- phase 1: files -> source records ------------------------------------------------------
 def _read_json_or_jsonl(path: Path) -> tuple[Any, bool]:
     """(content, is_jsonl). A JSONL file gives the list of its non-empty lines' values; a line
     that does not parse raises with its line number."""
@@ -85,15 +66,13 @@ def _read_json_or_jsonl(path: Path) -> tuple[Any, bool]:
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            raise ValueError(
-                f"{path}: line {i + 1} is not JSON ({e.msg}); the file is neither JSON nor JSONL"
-            ) from None
+            raise ValueError(f"line {i + 1} is not JSON ({e.msg}); the file is neither JSON nor JSONL") from None
     return rows, True
 
 
 def detect_format(content: Any, is_jsonl: bool) -> str:
     if isinstance(content, dict):
-        inner = content.get("result", content) if isinstance(content.get("result"), dict) else content
+        inner = content["result"] if isinstance(content.get("result"), dict) else content
         if isinstance(inner.get("tools"), list):
             tools = inner["tools"]
             if any(isinstance(t, dict) and ("inputSchema" in t or "function" not in t) for t in tools):
@@ -114,218 +93,36 @@ def detect_format(content: Any, is_jsonl: bool) -> str:
     raise ValueError("cannot tell the format (expected astra, openai, mcp or bfcl); pass it explicitly")
 
 
-# -- tools --------------------------------------------------------------------------------
-def _tool(raw: Any, params_key: str, output_key: str | None) -> tuple[ToolDoc, str | None]:
-    """A normalized tool and a warning about a dropped output schema (or None); raises
-    `SchemaRejected` for a tool that cannot be used."""
-    if not isinstance(raw, dict):
-        raise SchemaRejected(f"a tool must be an object, got {type(raw).__name__}")
-    if raw.get("type") == "function" and isinstance(raw.get("function"), dict):
-        raw = raw["function"]
-    name = check_tool_name(raw.get("name"))
-    description = raw.get("description") or ""
-    if not isinstance(description, str):
-        raise SchemaRejected("description: must be a string")
-    params = raw.get(params_key, raw.get("parameters"))
-    parameters = normalize_parameters(params)
-    output, warning = None, None
-    if output_key and raw.get(output_key) is not None:
-        try:
-            output = normalize_output(raw[output_key])
-        except SchemaRejected as e:
-            warning = f"output schema dropped: {e}"
-    return ToolDoc(name=name, description=description.strip(), parameters=parameters, output=output), warning
+def _astra_name(rec: Any) -> str | None:
+    group = rec.get("base_info", {}).get("group_info") if isinstance(rec, dict) else None
+    if not isinstance(group, dict):
+        return None
+    name = group.get("server_name") or group.get("server_title")
+    return name if isinstance(name, str) and name.strip() else None
 
 
-def _build_server(
-    *,
-    name: str,
-    title: str,
-    description: str,
-    domain: str,
-    raw_tools: Any,
-    params_key: str,
-    output_key: str | None,
-    call_info: Any,
-    source: Source,
-    cfg: IngestConfig,
-    result: IngestResult,
-    tool_fix=None,
-) -> None:
-    where = {"file": source.file, "record": source.record, "server": name}
-    if not isinstance(raw_tools, list):
-        result.issues.append(IngestIssue(**where, reason="tool list missing or not a list"))
-        return
-    tools: list[ToolDoc] = []
-    bad: list[str] = []
-    seen: set[str] = set()
-    for i, raw in enumerate(raw_tools):
-        tool_name = raw.get("name") if isinstance(raw, dict) else None
-        if isinstance(raw, dict) and isinstance(raw.get("function"), dict):
-            tool_name = raw["function"].get("name")
-        try:
-            tool, warning = _tool(raw, params_key, output_key)
-            if tool.name in seen:
-                raise SchemaRejected(f"duplicate tool name {tool.name!r} in this server")
-        except SchemaRejected as e:
-            label = tool_name if isinstance(tool_name, str) else f"#{i}"
-            result.issues.append(IngestIssue(**where, tool=label, reason=str(e)))
-            bad.append(label)
-            continue
-        if tool_fix is not None:
-            tool = tool_fix(tool)
-        if warning:
-            result.issues.append(IngestIssue(**where, tool=tool.name, level="warning", reason=warning))
-        seen.add(tool.name)
-        tools.append(tool)
-    if bad and not cfg.drop_invalid_tools:
-        result.issues.append(IngestIssue(**where, reason=f"invalid tools {bad} (drop_invalid_tools is off)"))
-        return
-    if len(tools) < cfg.min_tools:
-        result.issues.append(
-            IngestIssue(**where, reason=f"{len(tools)} valid tools, fewer than min_tools={cfg.min_tools}")
-        )
-        return
-    if call_info is not None and not isinstance(call_info, dict):
-        result.issues.append(IngestIssue(**where, reason="call_info must be an object"))
-        return
-    result.servers.append(
-        Server(
-            server_id=slug(name),
-            title=title or name,
-            name=name,
-            description=description,
-            domain=domain,
-            tools=tools,
-            call_info=call_info,
-            source=source,
-        )
-    )
+def _mcp_info(content: Any) -> dict[str, Any]:
+    inner = content.get("result", content) if isinstance(content, dict) else {}
+    return (inner.get("serverInfo") if isinstance(inner, dict) else None) or content.get("serverInfo") or {}
 
 
-def _astra_records(content: Any, path: Path, cfg: IngestConfig, result: IngestResult) -> None:
-    rows = content if isinstance(content, list) else [content]
-    for i, rec in enumerate(rows):
-        src = Source(file=str(path), record=i, format="astra")
-        base = rec.get("base_info") if isinstance(rec, dict) else None
-        group = base.get("group_info") if isinstance(base, dict) else None
-        if not isinstance(group, dict):
-            result.issues.append(IngestIssue(file=str(path), record=i, reason="missing base_info.group_info"))
-            continue
-        name = group.get("server_name") or group.get("server_title")
-        if not isinstance(name, str) or not name.strip():
-            result.issues.append(IngestIssue(file=str(path), record=i, reason="group_info has no server_name"))
-            continue
-        _build_server(
-            name=name,
-            title=str(group.get("server_title") or name),
-            description=str(group.get("server_description") or ""),
-            domain=str(group.get("domain") or ""),
-            raw_tools=base.get("tool_list"),
-            params_key="parameters",
-            output_key=None,
-            call_info=rec.get("call_info"),
-            source=src,
-            cfg=cfg,
-            result=result,
-        )
-
-
-_BFCL_SPLIT = "Tool description:"
-
-
-def _bfcl_server_text(rows: list[dict]) -> tuple[str, str]:
-    """(server description, title) from BFCL's shared description prefix."""
-    prefixes = [
-        r.get("description", "").split(_BFCL_SPLIT)[0].strip() for r in rows if _BFCL_SPLIT in r.get("description", "")
-    ]
-    prefix = max(set(prefixes), key=prefixes.count) if prefixes else ""
-    m = re.match(r"This tool belongs to (?:the )?(.+?)(?:\.|,| which)", prefix)
-    return prefix, (m.group(1).strip() if m else "")
-
-
-def _bfcl_tool(tool: ToolDoc) -> ToolDoc:
-    if _BFCL_SPLIT in tool.description:
-        tool = tool.model_copy(update={"description": tool.description.split(_BFCL_SPLIT, 1)[1].strip()})
-    return tool
-
-
-def ingest_file(
-    path: str | Path,
-    *,
-    fmt: str | None = None,
-    server_name: str | None = None,
-    domain: str = "",
-    cfg: IngestConfig | None = None,
-    result: IngestResult | None = None,
-) -> IngestResult:
-    """Read one file into `result` (a fresh one if not given). A file that cannot be read at all is
-    one issue, not an exception."""
-    cfg = cfg or IngestConfig()
-    result = result if result is not None else IngestResult()
-    path = Path(path)
+def _file_sources(path: Path, fmt: str | None, server_name: str | None, domain: str) -> list[SourceRecord]:
+    base = {"file": str(path), "domain": domain}
     try:
         content, is_jsonl = _read_json_or_jsonl(path)
         fmt = fmt or detect_format(content, is_jsonl)
     except (OSError, ValueError, UnicodeDecodeError) as e:
-        result.issues.append(IngestIssue(file=str(path), record=None, reason=str(e)))
-        return result
+        return [SourceRecord(key=f"{path}#0", index=0, error=str(e), **base)]
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {FORMATS}")
     if fmt == "astra":
-        _astra_records(content, path, cfg, result)
-        return result
-    name = server_name or path.stem
-    src = Source(file=str(path), record=0, format=fmt)
-    if fmt == "mcp":
-        inner = content.get("result", content) if isinstance(content, dict) else {}
-        info = inner.get("serverInfo") or content.get("serverInfo") or {}
-        _build_server(
-            name=server_name or info.get("name") or path.stem,
-            title=info.get("title") or info.get("name") or name,
-            description=str(inner.get("instructions") or info.get("description") or ""),
-            domain=domain,
-            raw_tools=inner.get("tools"),
-            params_key="inputSchema",
-            output_key="outputSchema",
-            call_info=None,
-            source=src,
-            cfg=cfg,
-            result=result,
-        )
-    elif fmt == "openai":
-        tools = content.get("tools") if isinstance(content, dict) else content
-        _build_server(
-            name=name,
-            title=name,
-            description="",
-            domain=domain,
-            raw_tools=tools,
-            params_key="parameters",
-            output_key=None,
-            call_info=None,
-            source=src,
-            cfg=cfg,
-            result=result,
-        )
-    else:  # bfcl
         rows = content if isinstance(content, list) else [content]
-        description, title = _bfcl_server_text([r for r in rows if isinstance(r, dict)])
-        _build_server(
-            name=name,
-            title=title or name,
-            description=description,
-            domain=domain or "bfcl",
-            raw_tools=rows,
-            params_key="parameters",
-            output_key="response",
-            call_info=None,
-            source=src,
-            cfg=cfg,
-            result=result,
-            tool_fix=_bfcl_tool,
-        )
-    return result
+        return [
+            SourceRecord(key=f"{path}#{i}", index=i, format=fmt, server_name=_astra_name(r), content=r, **base)
+            for i, r in enumerate(rows)
+        ]
+    name = server_name or (_mcp_info(content).get("name") if fmt == "mcp" else None) or path.stem
+    return [SourceRecord(key=f"{path}#0", index=0, format=fmt, server_name=name, content=content, **base)]
 
 
 def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
@@ -337,30 +134,173 @@ def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
             yield p
 
 
-def ingest(
-    paths: Iterable[str | Path], *, fmt: str | None = None, domain: str = "", cfg: IngestConfig | None = None
-) -> IngestResult:
-    """Ingest files and folders (recursively: *.json, *.jsonl). Server ids must be unique; a later
-    server whose id is taken is rejected, naming where the first came from."""
-    result = IngestResult()
+def read_sources(
+    paths: Iterable[str | Path], *, fmt: str | None = None, server_name: str | None = None, domain: str = ""
+) -> list[SourceRecord]:
+    """One record per server found in the files and folders (recursively: *.json, *.jsonl), in
+    order. A later record whose server id an earlier one took gets `duplicate_of`."""
+    out: list[SourceRecord] = []
+    first: dict[str, str] = {}
     for path in _expand(paths):
-        ingest_file(path, fmt=fmt, domain=domain, cfg=cfg, result=result)
-    unique: dict[str, Server] = {}
-    for server in result.servers:
-        first = unique.get(server.server_id)
-        if first is not None:
-            result.issues.append(
-                IngestIssue(
-                    file=server.source.file,
-                    record=server.source.record,
-                    server=server.name,
-                    reason=f"duplicate server id {server.server_id!r} (first from {first.source.file}#{first.source.record})",
-                )
-            )
+        for src in _file_sources(path, fmt, server_name, domain):
+            if src.server_name:
+                sid = slug(src.server_name)
+                if sid in first:
+                    src.duplicate_of = first[sid]
+                else:
+                    first[sid] = src.key
+            out.append(src)
+    return out
+
+
+# -- phase 2: source record -> server -------------------------------------------------------
+def _tool(raw: Any, params_key: str, output_key: str | None) -> tuple[ToolDoc, str | None]:
+    """A normalized tool and a warning about a dropped output schema (or None); raises
+    `SchemaRejected` for a tool that cannot be used."""
+    if not isinstance(raw, dict):
+        raise SchemaRejected(f"a tool must be an object, got {type(raw).__name__}")
+    if raw.get("type") == "function" and isinstance(raw.get("function"), dict):
+        raw = raw["function"]
+    name = check_tool_name(raw.get("name"))
+    description = raw.get("description") or ""
+    if not isinstance(description, str):
+        raise SchemaRejected("description: must be a string")
+    parameters = normalize_parameters(raw.get(params_key, raw.get("parameters")))
+    output, warning = None, None
+    if output_key and raw.get(output_key) is not None:
+        try:
+            output = normalize_output(raw[output_key])
+        except SchemaRejected as e:
+            warning = f"{name}: output schema dropped: {e}"
+    return ToolDoc(name=name, description=description.strip(), parameters=parameters, output=output), warning
+
+
+def _tool_label(raw: Any, i: int) -> str:
+    if isinstance(raw, dict):
+        fn = raw.get("function") if isinstance(raw.get("function"), dict) else raw
+        if isinstance(fn.get("name"), str):
+            return fn["name"]
+    return f"#{i}"
+
+
+def _bfcl_server_text(rows: list[Any]) -> tuple[str, str]:
+    """(server description, title) from BFCL's shared description prefix."""
+    prefixes = [
+        r["description"].split(_BFCL_SPLIT)[0].strip()
+        for r in rows
+        if isinstance(r, dict) and isinstance(r.get("description"), str) and _BFCL_SPLIT in r["description"]
+    ]
+    prefix = max(set(prefixes), key=prefixes.count) if prefixes else ""
+    m = re.match(r"This tool belongs to (?:the )?(.+?)(?:\.|,| which)", prefix)
+    return prefix, (m.group(1).strip() if m else "")
+
+
+def _server_fields(src: SourceRecord) -> dict[str, Any]:
+    """name, title, description, domain, raw tools, params/output keys, call_info per format."""
+    c = src.content
+    if src.format == "astra":
+        base = c.get("base_info") if isinstance(c, dict) else None
+        group = base.get("group_info") if isinstance(base, dict) else None
+        if not isinstance(group, dict):
+            raise Reject("missing_group_info", "the record has no base_info.group_info object")
+        if not src.server_name:
+            raise Reject("missing_server_name", "group_info has no server_name or server_title")
+        return {
+            "title": str(group.get("server_title") or src.server_name),
+            "description": str(group.get("server_description") or ""),
+            "domain": str(group.get("domain") or src.domain),
+            "tools": base.get("tool_list"),
+            "params_key": "parameters",
+            "output_key": None,
+            "call_info": c.get("call_info"),
+        }
+    if src.format == "mcp":
+        inner = c["result"] if isinstance(c.get("result"), dict) else c
+        info = _mcp_info(c)
+        return {
+            "title": str(info.get("title") or src.server_name),
+            "description": str(inner.get("instructions") or info.get("description") or ""),
+            "domain": src.domain,
+            "tools": inner.get("tools"),
+            "params_key": "inputSchema",
+            "output_key": "outputSchema",
+            "call_info": None,
+        }
+    if src.format == "openai":
+        return {
+            "title": src.server_name,
+            "description": "",
+            "domain": src.domain,
+            "tools": c.get("tools") if isinstance(c, dict) else c,
+            "params_key": "parameters",
+            "output_key": None,
+            "call_info": None,
+        }
+    rows = c if isinstance(c, list) else [c]  # bfcl
+    description, title = _bfcl_server_text(rows)
+    return {
+        "title": title or src.server_name,
+        "description": description,
+        "domain": src.domain or "bfcl",
+        "tools": rows,
+        "params_key": "parameters",
+        "output_key": "response",
+        "call_info": None,
+    }
+
+
+def build_server(src: SourceRecord, cfg: IngestConfig | None = None) -> Server:
+    """The validated server of one source record, or `Reject` with the reason."""
+    cfg = cfg or IngestConfig()
+    if src.error:
+        raise Reject("unreadable_file", src.error)
+    if src.duplicate_of:
+        raise Reject(
+            "duplicate_server_id", f"server id {slug(src.server_name or '')!r} first came from {src.duplicate_of}"
+        )
+    f = _server_fields(src)
+    if not isinstance(f["tools"], list):
+        raise Reject("no_tool_list", "the tool list is missing or not a list")
+    if f["call_info"] is not None and not isinstance(f["call_info"], dict):
+        raise Reject("bad_call_info", "call_info must be an object")
+    tools: list[ToolDoc] = []
+    dropped: list[DroppedTool] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for i, raw in enumerate(f["tools"]):
+        try:
+            tool, warning = _tool(raw, f["params_key"], f["output_key"])
+            if tool.name in seen:
+                raise SchemaRejected(f"duplicate tool name {tool.name!r} in this server")
+        except SchemaRejected as e:
+            dropped.append(DroppedTool(tool=_tool_label(raw, i), reason=str(e)))
             continue
-        unique[server.server_id] = server
-    result.servers = list(unique.values())
-    return result
+        if src.format == "bfcl" and _BFCL_SPLIT in tool.description:
+            tool = tool.model_copy(update={"description": tool.description.split(_BFCL_SPLIT, 1)[1].strip()})
+        if warning:
+            warnings.append(warning)
+        seen.add(tool.name)
+        tools.append(tool)
+    if dropped and not cfg.drop_invalid_tools:
+        raise Reject("invalid_tools", "; ".join(f"{d.tool}: {d.reason}" for d in dropped))
+    if len(tools) < cfg.min_tools:
+        detail = f"{len(tools)} valid tools, fewer than min_tools={cfg.min_tools}"
+        if dropped:
+            detail += "; dropped: " + "; ".join(f"{d.tool}: {d.reason}" for d in dropped)
+        raise Reject("too_few_tools", detail)
+    return Server(
+        key=slug(src.server_name),
+        server_id=slug(src.server_name),
+        title=f["title"],
+        name=src.server_name,
+        description=f["description"],
+        domain=f["domain"],
+        tools=tools,
+        call_info=f["call_info"],
+        source=Source(file=src.file, record=src.index, format=src.format),
+        dropped_tools=dropped,
+        warnings=warnings,
+    )
 
 
 def bfcl_func_doc_dir() -> Path:
@@ -371,3 +311,16 @@ def bfcl_func_doc_dir() -> Path:
     if not path.is_dir():
         raise FileNotFoundError(f"bfcl-eval is installed but has no {path}")
     return path
+
+
+def ingest(paths: Iterable[str | Path], **kwargs: Any) -> tuple[list[Server], list[tuple[SourceRecord, Reject]]]:
+    """Both phases in memory (for tests and notebooks; the CLI runs phase 2 as a resumable step):
+    (servers, [(source, rejection)])."""
+    cfg = kwargs.pop("cfg", None)
+    servers, rejected = [], []
+    for src in read_sources(paths, **kwargs):
+        try:
+            servers.append(build_server(src, cfg))
+        except Reject as e:
+            rejected.append((src, e))
+    return servers, rejected

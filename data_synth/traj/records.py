@@ -1,32 +1,29 @@
-"""Typed records of the trajectory pipeline (ASTRA §1), one per step boundary.
+"""Typed records of the trajectory pipeline (ASTRA §1), one class per step boundary.
 
-On disk every record is one JSON line carrying `record_version`; readers refuse versions they do
-not know. Identity: a server is keyed by `server_id`; a chain by `(server_id, tools)`; a task by
-`task_id` (a hash of its content), so reruns de-duplicate.
+    traj.ingest     SourceRecord   -> Server            key: server id
+    traj.graph      Server         -> GraphRecord       key: server id
+    traj.chains     GraphRecord    -> [Chain]           key: chain id (hash of server id + tools)
+    traj.verify     Chain          -> VerifiedChain     key: chain id
+    traj.tasks      TaskSeed       -> [Task]            key: task id (hash of server, query, variant)
+    traj.augment    AugmentJob     -> Task              key: task id of the variant
+    traj.score      Task           -> ScoredTask        key: task id
+    traj.interact   ScoredTask     -> Trajectory        key: task id
+    traj.judge      Trajectory     -> JudgedTrajectory  key: task id
+
+Every record is a `data_synth.pipeline.Record` (a pydantic model with `key`; its class `VERSION`
+goes to disk as `record_version`, and readers refuse versions they do not know). On disk each
+step is a JSONL file of the pipeline's envelopes (status ok / rejected / error, reason).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
-RECORD_VERSION = 1
-
-
-class Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    record_version: int = RECORD_VERSION
-
-    @field_validator("record_version")
-    @classmethod
-    def _known_version(cls, v: int) -> int:
-        if v != RECORD_VERSION:
-            raise ValueError(f"record_version {v} is not supported (this code reads version {RECORD_VERSION})")
-        return v
+from data_synth.pipeline import Record
 
 
 def content_id(*parts: Any, n: int = 16) -> str:
@@ -35,11 +32,30 @@ def content_id(*parts: Any, n: int = 16) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:n]
 
 
-class ToolDoc(BaseModel):
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# -- ingest -------------------------------------------------------------------------------
+class SourceRecord(Record):
+    """One server's raw documentation as found in an input file (before validation).
+
+    `key` is `<file>#<index>`. `error` marks a file that could not be read at all, and
+    `duplicate_of` a server whose id an earlier record already took; both are rejected."""
+
+    file: str
+    index: int
+    format: str | None = None
+    server_name: str | None = None
+    domain: str = ""
+    content: Any = None
+    error: str | None = None
+    duplicate_of: str | None = None
+
+
+class ToolDoc(_Model):
     """One tool of a server: an OpenAI function (normalized `parameters`) and, where the source
     documents it, the JSON Schema of what it returns (`output`), used by edge scoring."""
-
-    model_config = ConfigDict(extra="forbid")
 
     name: str
     description: str = ""
@@ -53,20 +69,24 @@ class ToolDoc(BaseModel):
         }
 
 
-class Source(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Source(_Model):
     file: str
     record: int = Field(description="0-based record index in the file (line for JSONL, element for a JSON list)")
     format: str
+
+
+class DroppedTool(_Model):
+    tool: str
+    reason: str
 
 
 class Server(Record):
     """A tool server (an MCP server in ASTRA's corpus) with its valid tools.
 
     `call_info` is ASTRA's optional endpoint description, kept verbatim (e.g. `{"mock_tool": true}`
-    or an MCP command/URL); `interact --backend mcp` reads it.
-    """
+    or an MCP `{"command": ..., "args": [...]}`); `interact --backend mcp` reads it.
+    `dropped_tools` are the tools that failed validation, `warnings` what was dropped from kept
+    tools (an unusable output schema)."""
 
     server_id: str
     title: str
@@ -76,6 +96,8 @@ class Server(Record):
     tools: list[ToolDoc]
     call_info: dict[str, Any] | None = None
     source: Source
+    dropped_tools: list[DroppedTool] = Field(default_factory=list)
+    warnings: list[str] = Field(default_factory=list)
 
     def tool(self, name: str) -> ToolDoc:
         for t in self.tools:
@@ -85,3 +107,190 @@ class Server(Record):
 
     def tool_names(self) -> list[str]:
         return [t.name for t in self.tools]
+
+    def openai_tools(self) -> list[dict[str, Any]]:
+        return [t.openai_schema() for t in self.tools]
+
+
+# -- graph --------------------------------------------------------------------------------
+class ChainProposal(_Model):
+    """One chain an LLM proposed for a server (already checked: every tool exists)."""
+
+    tools: list[str] = Field(min_length=2)
+    confidence: float = Field(ge=0.0, le=1.0)
+    reason: str = ""
+
+
+class Edge(_Model):
+    source: str
+    target: str
+    weight: float
+    llm: float
+    compat: float
+    feed: float
+    coverage: float
+    origin: list[str]
+    evidence: list[str] = Field(default_factory=list)
+
+
+class GraphRecord(Record):
+    """A server's graph as data (`graph.py` explains the numbers). `proposal_samples` counts the
+    LLM samples the `llm` confidences average over (0: built from schemas alone);
+    `proposal_failures` and `dropped_proposals` say what the LLM got wrong."""
+
+    server_id: str
+    nodes: list[str]
+    edges: list[Edge]
+    proposal_samples: int = 0
+    proposal_failures: list[str] = Field(default_factory=list)
+    dropped_proposals: list[dict[str, Any]] = Field(default_factory=list)
+
+    def to_nx(self):
+        import networkx as nx
+
+        g = nx.DiGraph(server_id=self.server_id)
+        g.add_nodes_from(self.nodes)
+        for e in self.edges:
+            g.add_edge(e.source, e.target, **e.model_dump(exclude={"source", "target"}))
+        return g
+
+
+# -- chains -------------------------------------------------------------------------------
+class Chain(Record):
+    """A sampled chain; the key is a hash of `(server_id, tools)`."""
+
+    server_id: str
+    tools: list[str] = Field(min_length=2)
+    weight: float = Field(description="product of the walked edges' weights")
+
+    @classmethod
+    def create(cls, server_id: str, tools: list[str], weight: float) -> Chain:
+        return cls(key=content_id(server_id, list(tools)), server_id=server_id, tools=list(tools), weight=weight)
+
+
+class Vote(_Model):
+    yes: int
+    no: int
+    abstain: int
+    reasons: list[str]
+
+    @property
+    def passed(self) -> bool:
+        """A strict majority of all samples (abstentions count against)."""
+        return self.yes * 2 > self.yes + self.no + self.abstain
+
+
+class BackTranslation(_Model):
+    query: str
+    predicted: list[str]
+    match: bool
+
+
+class VerifiedChain(Record):
+    server_id: str
+    tools: list[str]
+    weight: float
+    vote: Vote
+    back_translation: BackTranslation | None = None
+
+
+# -- tasks --------------------------------------------------------------------------------
+TaskSource = Literal["chain", "server"]
+Variant = Literal["base", "diverse", "complicate", "persona"]
+
+
+class TaskSeed(Record):
+    """What a batch of tasks is written from: a verified chain (`chain:<id>`) or a server alone
+    (`server:<id>`)."""
+
+    server_id: str
+    source: TaskSource
+    chain_id: str | None = None
+    tools: list[str] = Field(default_factory=list)
+
+
+class Task(Record):
+    """A user query. `tools` is what it should need: the chain for chain tasks, the model's own
+    list for server-only tasks (1..3). `parent` is the base task of a variant."""
+
+    server_id: str
+    source: TaskSource
+    chain_id: str | None = None
+    tools: list[str]
+    query: str
+    variant: Variant = "base"
+    parent: str | None = None
+    persona_id: str | None = None
+    prompt: str
+
+    @classmethod
+    def create(cls, **fields: Any) -> Task:
+        key = content_id(fields["server_id"], fields["query"], fields.get("variant", "base"), fields.get("parent"))
+        return cls(key=key, **fields)
+
+
+class AugmentJob(Record):
+    """One augmentation of a base task; key `<task key>:<mode>`."""
+
+    task: Task
+    mode: Literal["diverse", "complicate", "persona"]
+
+
+class Scores(_Model):
+    question_quality: float
+    scenario_realism: float
+    tool_necessity: float
+    reason: str = ""
+
+    def failing(self, thresholds: dict[str, float]) -> list[str]:
+        return [f"{d}={getattr(self, d):g}<{t:g}" for d, t in thresholds.items() if getattr(self, d) < t]
+
+
+class ScoredTask(Record):
+    task: Task
+    scores: Scores
+
+
+# -- interaction --------------------------------------------------------------------------
+class Observation(_Model):
+    status: Literal["ok", "error"]
+    content: str
+    injected_failure: bool = False
+
+
+class CallRecord(_Model):
+    """One tool call of an episode. `status`: ok / error (the tool failed, possibly injected) /
+    invalid (unknown tool, arguments not JSON, arguments against the schema: never executed)."""
+
+    index: int
+    turn: int
+    id: str
+    name: str
+    arguments: str
+    status: Literal["ok", "error", "invalid"]
+    injected_failure: bool = False
+    observation: str
+
+
+class Trajectory(Record):
+    task: Task
+    server_id: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]]
+    calls: list[CallRecord]
+    llm_calls: int
+    backend: str
+    simulator_saw_query: bool | None = None
+    final_answer: str
+
+
+class Judgement(_Model):
+    scores: dict[str, float]
+    score: float
+    reason: str = ""
+    overrides: list[str] = Field(default_factory=list)
+
+
+class JudgedTrajectory(Record):
+    trajectory: Trajectory
+    judgement: Judgement

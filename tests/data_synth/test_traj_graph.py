@@ -29,7 +29,9 @@ def _t(name, props=None, required=(), output=None, description=""):
 
 
 def _server(tools):
-    return Server(server_id="s", title="S", name="s", tools=tools, source=Source(file="f", record=0, format="astra"))
+    return Server(
+        key="s", server_id="s", title="S", name="s", tools=tools, source=Source(file="f", record=0, format="astra")
+    )
 
 
 STR = {"type": "string"}
@@ -154,15 +156,13 @@ def test_chains_are_acyclic_bounded_capped_deduplicated_and_deterministic():
         per_start[c.tools[0]] = per_start.get(c.tools[0], 0) + 1
     assert max(per_start.values()) <= 4 and len(per_start) == 30
     assert {len(c.tools) for c in chains} == {2, 3, 4, 5}
-    assert [c.chain_id for c in sample_chains(g, "ring", cfg)] == [c.chain_id for c in chains]
+    assert [c.key for c in sample_chains(g, "ring", cfg)] == [c.key for c in chains]
     # Node order does not matter: each start node has its own RNG.
     shuffled = nx.DiGraph()
     shuffled.add_nodes_from(sorted(g.nodes, reverse=True))
     shuffled.add_edges_from(g.edges(data=True))
-    assert sorted(c.chain_id for c in sample_chains(shuffled, "ring", cfg)) == sorted(c.chain_id for c in chains)
-    assert [c.chain_id for c in sample_chains(g, "ring", ChainConfig(per_start=4, seed=8))] != [
-        c.chain_id for c in chains
-    ]
+    assert sorted(c.key for c in sample_chains(shuffled, "ring", cfg)) == sorted(c.key for c in chains)
+    assert [c.key for c in sample_chains(g, "ring", ChainConfig(per_start=4, seed=8))] != [c.key for c in chains]
 
 
 def test_small_neighbourhoods_end_and_weights_bias_the_walk():

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from data_synth.traj.ingest import IngestConfig, bfcl_func_doc_dir, detect_format, ingest, ingest_file
+from data_synth.traj.ingest import IngestConfig, bfcl_func_doc_dir, build_server, detect_format, ingest, read_sources
 from data_synth.traj.schema import SchemaRejected, normalize_parameters
 
 
@@ -53,27 +53,27 @@ def test_astra_records_keep_valid_servers_and_name_every_rejection(tmp_path):
     no_group = {"base_info": {"tool_list": []}}
     path = tmp_path / "servers.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in [good, few, broken, no_group]) + "\n")
-    res = ingest([path])
-    assert [s.server_id for s in res.servers] == ["weather", "mixed"]
-    assert res.servers[0].call_info == {"mock_tool": True}
-    assert res.servers[0].domain == "x" and res.servers[0].title == "Weather"
-    assert res.servers[1].tool_names() == ["ok1", "ok2", "ok3"]
-    reasons = {(i.record, i.tool): i.reason for i in res.rejected}
-    assert "fewer than min_tools=3" in reasons[(1, None)]
-    assert "not a valid function name" in reasons[(2, "bad type")]
-    assert "not declared in properties" in reasons[(2, "req")]
-    assert "must be 'object'" in reasons[(2, "arr")]
-    assert "duplicate tool name" in reasons[(2, "ok1")]
-    assert "group_info" in reasons[(3, None)]
-    assert all(i.file == str(path) for i in res.rejected)
+    servers, rejected = ingest([path])
+    assert [s.server_id for s in servers] == ["weather", "mixed"]
+    assert servers[0].key == "weather" and servers[0].call_info == {"mock_tool": True}
+    assert servers[0].domain == "x" and servers[0].title == "Weather"
+    assert servers[1].tool_names() == ["ok1", "ok2", "ok3"]
+    dropped = {d.tool: d.reason for d in servers[1].dropped_tools}
+    assert "not a valid function name" in dropped["bad type"]
+    assert "not declared in properties" in dropped["req"]
+    assert "must be 'object'" in dropped["arr"]
+    assert "duplicate tool name" in dropped["ok1"]
+    reasons = {src.key: (r.reason, r.detail) for src, r in rejected}
+    assert reasons[f"{path}#1"][0] == "too_few_tools" and "fewer than min_tools=3" in reasons[f"{path}#1"][1]
+    assert reasons[f"{path}#3"][0] == "missing_group_info"
 
 
 def test_strict_mode_rejects_a_server_with_any_invalid_tool(tmp_path):
     rec = _astra("s", [_tool("a"), _tool("b"), _tool("c"), {"name": "d", "parameters": {"type": "string"}}])
     (tmp_path / "s.json").write_text(json.dumps([rec]))
-    res = ingest([tmp_path / "s.json"], cfg=IngestConfig(drop_invalid_tools=False))
-    assert not res.servers
-    assert any("drop_invalid_tools is off" in i.reason for i in res.rejected)
+    servers, rejected = ingest([tmp_path / "s.json"], cfg=IngestConfig(drop_invalid_tools=False))
+    assert not servers
+    assert rejected[0][1].reason == "invalid_tools" and "d: parameters.type" in rejected[0][1].detail
 
 
 def test_openai_and_mcp_formats(tmp_path):
@@ -94,8 +94,9 @@ def test_openai_and_mcp_formats(tmp_path):
         "serverInfo": {"name": "notes-server"},
     }
     (tmp_path / "notes.json").write_text(json.dumps(mcp))
-    res = ingest([tmp_path])
-    by_id = {s.server_id: s for s in res.servers}
+    servers, rejected = ingest([tmp_path])
+    assert not rejected
+    by_id = {s.server_id: s for s in servers}
     assert set(by_id) == {"shop", "notes-server"}
     assert by_id["shop"].source.format == "openai"
     assert by_id["notes-server"].source.format == "mcp"
@@ -103,22 +104,24 @@ def test_openai_and_mcp_formats(tmp_path):
     assert by_id["notes-server"].tool("x").parameters == {"type": "object", "properties": {}}
 
 
-def test_unreadable_files_are_issues_not_crashes(tmp_path):
+def test_unreadable_files_are_rejections_not_crashes(tmp_path):
     (tmp_path / "junk.json").write_text('{"tools": [1, 2')  # truncated
     (tmp_path / "prose.jsonl").write_text("hello\n")
-    res = ingest([tmp_path])
-    assert not res.servers
-    assert {i.file.rsplit("/", 1)[-1] for i in res.rejected} == {"junk.json", "prose.jsonl"}
-    assert all("JSON" in i.reason for i in res.rejected)
+    servers, rejected = ingest([tmp_path])
+    assert not servers
+    assert {src.file.rsplit("/", 1)[-1] for src, _ in rejected} == {"junk.json", "prose.jsonl"}
+    assert all(r.reason == "unreadable_file" and "JSON" in r.detail for _, r in rejected)
 
 
 def test_duplicate_server_ids_are_rejected_with_the_first_location(tmp_path):
     rec = _astra("dup", [_tool("a"), _tool("b"), _tool("c")])
     (tmp_path / "a.json").write_text(json.dumps([rec]))
     (tmp_path / "b.json").write_text(json.dumps([rec]))
-    res = ingest([tmp_path])
-    assert len(res.servers) == 1
-    assert "duplicate server id 'dup'" in res.rejected[0].reason and "a.json" in res.rejected[0].reason
+    sources = read_sources([tmp_path])
+    assert sources[1].duplicate_of == f"{tmp_path / 'a.json'}#0"
+    servers, rejected = ingest([tmp_path])
+    assert len(servers) == 1
+    assert rejected[0][1].reason == "duplicate_server_id" and "a.json" in rejected[0][1].detail
 
 
 @pytest.mark.parametrize(
@@ -144,19 +147,19 @@ def test_unknown_types_and_bad_schemas_are_rejected():
 def test_bfcl_func_docs_ingest_in_place():
     path = bfcl_func_doc_dir()
     assert detect_format(*_jsonl(path / "gorilla_file_system.json")) == "bfcl"
-    res = ingest([path])
-    ids = {s.server_id for s in res.servers}
+    servers, rejected = ingest([path])
+    ids = {s.server_id for s in servers}
     assert {"gorilla-file-system", "message-api", "trading-bot", "travel-booking", "vehicle-control"} <= ids
-    fs = next(s for s in res.servers if s.server_id == "gorilla-file-system")
+    fs = next(s for s in servers if s.server_id == "gorilla-file-system")
     assert fs.title == "Gorilla file system"
     assert fs.tool("cat").description.startswith("Display the contents")  # the shared prefix moved to the server
     assert "Gorilla file system" in fs.description
     assert fs.tool("cd").parameters["type"] == "object"  # BFCL's "dict"
     assert fs.tool("find").output["properties"]["matches"]["type"] == "array"
     # web_search documents only 2 tools: below the paper's threshold, rejected with that reason.
-    assert any(i.server == "web_search" and "min_tools" in i.reason for i in res.rejected)
-    one = ingest_file(path / "math_api.json", server_name="maths")
-    assert one.servers[0].server_id == "maths"
+    assert [(src.server_name, r.reason) for src, r in rejected] == [("web_search", "too_few_tools")]
+    (one,) = read_sources([path / "math_api.json"], server_name="maths")
+    assert build_server(one).server_id == "maths"
 
 
 def _jsonl(path):

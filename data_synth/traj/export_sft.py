@@ -1,0 +1,112 @@
+"""Output (step 8, ASTRA §1.7): SFT parquet for verl, the raw trajectories as JSONL.
+
+`sft.parquet` (one row per kept trajectory, `SFT_VERSION` in every row):
+
+    messages     list of {role, content, tool_calls?, tool_call_id?, name?}: OpenAI chat format;
+                 assistant tool calls as {id, type: "function", function: {name, arguments}}
+                 with `arguments` the JSON text the model wrote (chat templates accept text)
+    tools        JSON text of the OpenAI tools list the agent had (see `sft_dataset.py` for why
+                 text, and for the dataset class that reads it)
+    server_id, task_id, source, variant, score, num_tool_calls, sft_version
+
+`trajectories.jsonl`: every trajectory the interaction produced, with its judgement (or the
+judge's rejection reason and detail), for inspection and re-filtering.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from data_synth.pipeline import read_envelopes
+from data_synth.traj.records import JudgedTrajectory, Trajectory
+
+SFT_VERSION = 1
+
+
+@dataclass
+class ExportConfig:
+    system_prompt: bool = True  # keep the agent's system message in `messages`
+    parallel_calls: Literal["keep", "drop"] = "keep"
+
+
+def _message(m: dict[str, Any]) -> dict[str, Any]:
+    """One message with the keys verl's dataset and chat templates read, content always text."""
+    out: dict[str, Any] = {"role": m["role"], "content": m.get("content") or ""}
+    if m.get("tool_calls"):
+        out["tool_calls"] = [
+            {
+                "id": c["id"],
+                "type": "function",
+                "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]},
+            }
+            for c in m["tool_calls"]
+        ]
+    if m["role"] == "tool":
+        out["tool_call_id"] = m["tool_call_id"]
+        out["name"] = m.get("name", "")
+    return out
+
+
+def has_parallel_calls(traj: Trajectory) -> bool:
+    return any(len(m.get("tool_calls") or []) > 1 for m in traj.messages)
+
+
+def sft_row(item: JudgedTrajectory, cfg: ExportConfig) -> dict[str, Any]:
+    t = item.trajectory
+    messages = [_message(m) for m in t.messages if cfg.system_prompt or m["role"] != "system"]
+    return {
+        "messages": messages,
+        "tools": json.dumps(t.tools, ensure_ascii=False),
+        "server_id": t.server_id,
+        "task_id": t.task.key,
+        "source": t.task.source,
+        "variant": t.task.variant,
+        "score": item.judgement.score,
+        "num_tool_calls": len(t.calls),
+        "sft_version": SFT_VERSION,
+    }
+
+
+def write_sft(items: list[JudgedTrajectory], path: str | Path, cfg: ExportConfig | None = None) -> dict[str, int]:
+    """Write the parquet; returns counts (rows, dropped for parallel calls)."""
+    cfg = cfg or ExportConfig()
+    rows, dropped = [], 0
+    for item in sorted(items, key=lambda i: i.key):
+        if cfg.parallel_calls == "drop" and has_parallel_calls(item.trajectory):
+            dropped += 1
+            continue
+        rows.append(sft_row(item, cfg))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(pa.Table.from_pylist(rows), tmp)
+    tmp.replace(path)
+    return {"rows": len(rows), "dropped_parallel_calls": dropped}
+
+
+def write_trajectories(run_dir: str | Path, path: str | Path, interact_step: str, judge_step: str) -> int:
+    """Every trajectory with its judge outcome, one JSON line each (sorted by key)."""
+    judged = read_envelopes(run_dir, judge_step)
+    path = Path(path)
+    tmp = path.with_suffix(".jsonl.tmp")
+    n = 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        for key, env in sorted(read_envelopes(run_dir, interact_step).items()):
+            if env.status != "ok":
+                continue
+            j = judged.get(key)
+            row: dict[str, Any] = {"trajectory": env.out[0], "judge_status": j.status if j else "pending"}
+            if j is not None and j.status == "ok":
+                row["judgement"] = j.out[0]["judgement"]
+            elif j is not None:
+                row["judge_reason"], row["judge_detail"] = j.reason, j.detail
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            n += 1
+    tmp.replace(path)
+    return n

@@ -1,0 +1,177 @@
+"""Interaction (step 6, ASTRA §1.5): an agent LLM solves a task by function calling against the
+server's tools, simulated (`simulate.py`) or real (`mcp_tools.py`).
+
+One episode is a small state machine, like verl's tool agent loop:
+
+    GENERATING  -- the agent's reply has tool calls -->  CALLING_TOOLS  --> GENERATING
+    GENERATING  -- a reply without tool calls ------->  DONE (its text is the final answer)
+
+- At most `max_llm_calls` agent calls (paper: 20); an episode that reaches the cap while still
+  calling tools is rejected (`no_final_answer`), as is an empty final answer.
+- Every call is checked before anything runs it: unknown tool, arguments that are not a JSON
+  object, arguments against the tool's JSON Schema (`jsonschema`) -> the agent gets an error
+  observation and the call is recorded as `invalid` (this is data the judge scores, not a crash).
+- Call ids are renumbered `call_<n>` across the episode so every `tool` message answers
+  exactly one call, whatever ids the model wrote.
+- The whole episode runs under `task_timeout_s`; a timeout is an `error` (a rerun retries it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Literal, Protocol
+
+from jsonschema import Draft202012Validator
+
+from data_synth.llm import Completion, LLMClient, ToolCall
+from data_synth.pipeline import Reject
+from data_synth.traj import prompts
+from data_synth.traj.records import CallRecord, Observation, ScoredTask, Server, ToolDoc, Trajectory
+
+
+@dataclass
+class InteractConfig:
+    max_llm_calls: int = 20
+    task_timeout_s: float = 600.0
+    failure_rate: float = 0.2
+    history_window: int = 5
+    show_query_fraction: float = 0.5
+    seed: int = 0
+    backend: Literal["simulated", "mcp"] = "simulated"
+    system_prompt: bool = True
+    agent_temperature: float | None = None
+    simulator_temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.failure_rate <= 1.0:
+            raise ValueError(f"failure_rate must be in [0, 1], got {self.failure_rate}")
+        if self.max_llm_calls < 1:
+            raise ValueError("max_llm_calls must be >= 1")
+
+
+class ToolBackend(Protocol):
+    """Runs a validated call. `name` goes on the trajectory."""
+
+    name: str
+
+    async def call(self, tool: ToolDoc, arguments: dict[str, Any], call_index: int) -> Observation: ...
+
+
+class State(Enum):
+    GENERATING = "generating"
+    CALLING_TOOLS = "calling_tools"
+    DONE = "done"
+
+
+def check_call(call: ToolCall, server: Server) -> tuple[ToolDoc | None, str | None]:
+    """(tool, None) for a call that may run, or (None, what is wrong)."""
+    if call.name not in server.tool_names():
+        return None, f"unknown tool {call.name!r}; available: {', '.join(server.tool_names())}"
+    if call.args is None:
+        return None, f"arguments of {call.name} are not a JSON object: {call.error}"
+    tool = server.tool(call.name)
+    errors = sorted(Draft202012Validator(tool.parameters).iter_errors(call.args), key=lambda e: list(e.path))
+    if errors:
+        e = errors[0]
+        where = ".".join(str(p) for p in e.absolute_path) or "(arguments)"
+        return None, f"invalid arguments for {call.name}: {where}: {e.message}"
+    return tool, None
+
+
+@dataclass
+class Episode:
+    """The mutable state of one episode."""
+
+    messages: list[dict[str, Any]]
+    calls: list[CallRecord]
+    llm_calls: int = 0
+    last: Completion | None = None
+
+
+async def _handle_calls(ep: Episode, server: Server, backend: ToolBackend) -> None:
+    assert ep.last is not None
+    turn = ep.llm_calls
+    tool_calls = []
+    pending: list[tuple[str, ToolCall]] = []
+    for call in ep.last.tool_calls:
+        cid = f"call_{len(ep.calls) + len(pending)}"
+        tool_calls.append({"id": cid, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
+        pending.append((cid, call))
+    ep.messages.append({"role": "assistant", "content": ep.last.text, "tool_calls": tool_calls})
+    for cid, call in pending:
+        index = len(ep.calls)
+        tool, problem = check_call(call, server)
+        if tool is None:
+            obs = Observation(status="error", content=json.dumps({"error": problem}, ensure_ascii=False))
+            status = "invalid"
+        else:
+            obs = await backend.call(tool, call.args or {}, index)
+            status = obs.status
+        ep.calls.append(
+            CallRecord(
+                index=index,
+                turn=turn,
+                id=cid,
+                name=call.name,
+                arguments=call.arguments,
+                status=status,
+                injected_failure=obs.injected_failure,
+                observation=obs.content,
+            )
+        )
+        ep.messages.append({"role": "tool", "tool_call_id": cid, "name": call.name, "content": obs.content})
+
+
+async def _run(
+    agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
+) -> Episode:
+    task = item.task
+    messages: list[dict[str, Any]] = []
+    if cfg.system_prompt:
+        messages.extend(prompts.load("agent_system").messages())
+    messages.append({"role": "user", "content": task.query})
+    ep = Episode(messages=messages, calls=[])
+    tools = server.openai_tools()
+    state = State.GENERATING
+    while state is not State.DONE:
+        if state is State.GENERATING:
+            if ep.llm_calls >= cfg.max_llm_calls:
+                raise Reject("no_final_answer", f"still calling tools after {cfg.max_llm_calls} agent LLM calls")
+            ep.last = await agent.complete(
+                ep.messages, step="traj.agent", tools=tools, temperature=cfg.agent_temperature
+            )
+            ep.llm_calls += 1
+            state = State.CALLING_TOOLS if ep.last.tool_calls else State.DONE
+        else:
+            await _handle_calls(ep, server, backend)
+            state = State.GENERATING
+    final = (ep.last.text if ep.last else "").strip()
+    if not final:
+        raise Reject("empty_final_answer", f"the agent's last reply (call {ep.llm_calls}) has no text and no tool call")
+    ep.messages.append({"role": "assistant", "content": final})
+    return ep
+
+
+async def run_episode(
+    agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
+) -> Trajectory:
+    """One trajectory, or `Reject` (no final answer, simulator junk), or `TimeoutError`."""
+    try:
+        ep = await asyncio.wait_for(_run(agent, server, item, backend, cfg), timeout=cfg.task_timeout_s)
+    except TimeoutError:
+        raise TimeoutError(f"episode exceeded task_timeout_s={cfg.task_timeout_s:g}") from None
+    return Trajectory(
+        key=item.key,
+        task=item.task,
+        server_id=server.server_id,
+        messages=ep.messages,
+        tools=server.openai_tools(),
+        calls=ep.calls,
+        llm_calls=ep.llm_calls,
+        backend=backend.name,
+        simulator_saw_query=getattr(backend, "shows_query", None),
+        final_answer=ep.messages[-1]["content"],
+    )

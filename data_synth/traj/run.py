@@ -1,0 +1,232 @@
+"""The trajectory pipeline end to end: what each step reads, the context it runs with, the
+funnel, the export. The CLI (`cli.py`) is a thin layer over these functions.
+
+Every step reads the previous steps' outputs from the run directory and appends its envelopes
+there (`<run_dir>/traj.<step>[.shard-I-of-N].jsonl`), so any step, or `run`, can be killed and
+rerun: finished records are skipped, unfinished ones (and `error` ones) are redone.
+
+    traj.ingest   input files            traj.graph    traj.ingest outputs
+    traj.chains   traj.graph outputs     traj.verify   traj.chains outputs
+    traj.tasks    one seed per verified chain and one per server
+    traj.augment  one job per (base task, mode)
+    traj.score    base tasks and variants
+    traj.interact traj.score outputs     traj.judge    traj.interact outputs
+    export        traj.judge outputs -> sft.parquet, trajectories.jsonl, funnel.json, report
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data_synth.llm import LLMConfig, build_client
+from data_synth.pipeline import Funnel, RunStats, Shard, Step, StepContext, read_outputs, run_step
+from data_synth.traj import steps as S
+from data_synth.traj.config import TrajConfig
+from data_synth.traj.export_sft import write_sft, write_trajectories
+from data_synth.traj.ingest import read_sources
+from data_synth.traj.records import (
+    AugmentJob,
+    Chain,
+    GraphRecord,
+    JudgedTrajectory,
+    ScoredTask,
+    Server,
+    Task,
+    TaskSeed,
+    Trajectory,
+    VerifiedChain,
+)
+from data_synth.traj.tasks import load_personas
+
+log = logging.getLogger(__name__)
+
+STEP_ORDER = (
+    "traj.ingest",
+    "traj.graph",
+    "traj.chains",
+    "traj.verify",
+    "traj.tasks",
+    "traj.augment",
+    "traj.score",
+    "traj.interact",
+    "traj.judge",
+)
+CACHE_FILE = "llm_cache.sqlite"
+
+
+@dataclass
+class ContextFactory:
+    """Builds a step context (LLM clients, servers, personas); picklable, so Ray workers build
+    their own. `agent` / `judge` default to the synthesis model."""
+
+    run_dir: str
+    llm: LLMConfig | None = None
+    agent: LLMConfig | None = None
+    judge: LLMConfig | None = None
+    personas: str | None = None
+    responders: dict[str, Any] = field(default_factory=dict)  # tests: role -> scripted responder
+
+    def _client(self, cfg: LLMConfig | None, role: str):
+        responder = self.responders.get(role)
+        if cfg is None and responder is None:
+            return None
+        return build_client(cfg or LLMConfig(), cache_path=Path(self.run_dir) / CACHE_FILE, responder=responder)
+
+    async def __call__(self) -> StepContext:
+        extra: dict[str, Any] = {"servers": load_servers(self.run_dir)}
+        for role, cfg in (("agent", self.agent), ("judge", self.judge)):
+            client = self._client(cfg, role)
+            if client is not None:
+                extra[role] = client
+        extra["personas"] = load_personas(self.personas)
+        return StepContext(llm=self._client(self.llm, "llm"), run_dir=Path(self.run_dir), extra=extra)
+
+
+def load_servers(run_dir: str | Path) -> dict[str, Server]:
+    return {s.server_id: s for s in read_outputs(run_dir, "traj.ingest", Server)}
+
+
+async def close_context(ctx: StepContext) -> None:
+    """Close every client once (agent and judge may be the synthesis client)."""
+    clients = {id(c): c for c in (ctx.llm, ctx.extra.get("agent"), ctx.extra.get("judge")) if c is not None}
+    for c in clients.values():
+        await c.aclose()
+
+
+@dataclass
+class Runner:
+    run_dir: Path
+    cfg: TrajConfig
+    factory: ContextFactory
+    shard: Shard = field(default_factory=lambda: Shard(0, 1))
+    progress: bool = True
+    ray_workers: int = 0  # > 0: run LLM steps on Ray actors
+    _ctx: StepContext | None = None
+
+    async def context(self) -> StepContext:
+        if self._ctx is None:
+            self._ctx = await self.factory()
+        self._ctx.extra["servers"] = load_servers(self.run_dir)  # ingest may have added some
+        return self._ctx
+
+    async def aclose(self) -> None:
+        if self._ctx is not None:
+            await close_context(self._ctx)
+            self._ctx = None
+
+    async def _run(self, step: Step, inputs: list) -> RunStats:
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.ray_workers > 0 and step.name != "traj.ingest":
+            from data_synth.pipeline.ray_runner import run_step_ray
+
+            stats = await run_step_ray(
+                step,
+                inputs,
+                self.run_dir,
+                context_factory=self.factory,
+                workers=self.ray_workers,
+                concurrency_per_worker=max(1, self.cfg.concurrency // self.ray_workers),
+                shard=self.shard,
+                progress=self.progress,
+            )
+        else:
+            stats = await run_step(
+                step,
+                inputs,
+                self.run_dir,
+                ctx=await self.context(),
+                concurrency=self.cfg.concurrency,
+                shard=self.shard,
+                progress=self.progress,
+            )
+        log.info(stats.line())
+        return stats
+
+    # -- steps, in order --------------------------------------------------------------------
+    async def ingest(self, paths: list[str], *, fmt: str | None = None, domain: str = "") -> RunStats:
+        if not paths:
+            raise ValueError("ingest needs at least one input file or folder")
+        sources = read_sources(paths, fmt=fmt, domain=domain)
+        return await self._run(S.IngestStep(self.cfg.ingest), sources)
+
+    async def graph(self) -> RunStats:
+        servers = read_outputs(self.run_dir, "traj.ingest", Server)
+        return await self._run(S.GraphStep(self.cfg.propose, self.cfg.graph), servers)
+
+    async def chains(self) -> RunStats:
+        return await self._run(S.ChainsStep(self.cfg.chains), read_outputs(self.run_dir, "traj.graph", GraphRecord))
+
+    async def verify(self) -> RunStats:
+        return await self._run(S.VerifyStep(self.cfg.verify), read_outputs(self.run_dir, "traj.chains", Chain))
+
+    def task_seeds(self) -> list[TaskSeed]:
+        seeds = []
+        if self.cfg.tasks.per_chain > 0:
+            for c in read_outputs(self.run_dir, "traj.verify", VerifiedChain):
+                seeds.append(
+                    TaskSeed(key=f"chain:{c.key}", server_id=c.server_id, source="chain", chain_id=c.key, tools=c.tools)
+                )
+        if self.cfg.tasks.per_server > 0:
+            for s in read_outputs(self.run_dir, "traj.ingest", Server):
+                seeds.append(TaskSeed(key=f"server:{s.server_id}", server_id=s.server_id, source="server"))
+        return seeds
+
+    async def tasks(self) -> RunStats:
+        return await self._run(S.TasksStep(self.cfg.tasks), self.task_seeds())
+
+    def augment_jobs(self) -> list[AugmentJob]:
+        base = read_outputs(self.run_dir, "traj.tasks", Task)
+        return [AugmentJob(key=f"{t.key}:{m}", task=t, mode=m) for t in base for m in self.cfg.tasks.augment]
+
+    async def augment(self) -> RunStats:
+        return await self._run(S.AugmentStep(self.cfg.tasks), self.augment_jobs())
+
+    def all_tasks(self) -> list[Task]:
+        return read_outputs(self.run_dir, "traj.tasks", Task) + read_outputs(self.run_dir, "traj.augment", Task)
+
+    async def score(self) -> RunStats:
+        return await self._run(S.ScoreStep(self.cfg.tasks), self.all_tasks())
+
+    async def interact(self) -> RunStats:
+        items = read_outputs(self.run_dir, "traj.score", ScoredTask)
+        return await self._run(S.InteractStep(self.cfg.interact), items)
+
+    async def judge(self) -> RunStats:
+        items = read_outputs(self.run_dir, "traj.interact", Trajectory)
+        return await self._run(S.JudgeStep(self.cfg.judge), items)
+
+    def funnel(self) -> Funnel:
+        """Per-step counts; inputs are set from what each step actually reads (the pipeline is
+        not linear at tasks/augment/score)."""
+        f = Funnel.from_run(self.run_dir, list(STEP_ORDER))
+        by = {c.step: c for c in f.steps}
+        by["traj.ingest"].inputs = by["traj.ingest"].processed
+        by["traj.tasks"].inputs = len(self.task_seeds())
+        by["traj.augment"].inputs = len(self.augment_jobs())
+        by["traj.score"].inputs = len(self.all_tasks())
+        return f
+
+    def export(self) -> dict[str, Any]:
+        """sft.parquet, trajectories.jsonl, funnel.json, report (plots); returns the summary."""
+        from data_synth.traj.report import write_report
+
+        kept = read_outputs(self.run_dir, "traj.judge", JudgedTrajectory)
+        counts = write_sft(kept, self.run_dir / "sft.parquet", self.cfg.export)
+        counts["trajectories"] = write_trajectories(
+            self.run_dir, self.run_dir / "trajectories.jsonl", "traj.interact", "traj.judge"
+        )
+        funnel = self.funnel()
+        funnel.save(self.run_dir / "funnel.json")
+        counts["report"] = str(write_report(self.run_dir, funnel, kept))
+        (self.run_dir / "export.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
+        return counts
+
+    async def run_all(self, paths: list[str], *, fmt: str | None = None, domain: str = "") -> dict[str, Any]:
+        await self.ingest(paths, fmt=fmt, domain=domain)
+        for name in ("graph", "chains", "verify", "tasks", "augment", "score", "interact", "judge"):
+            await getattr(self, name)()
+        return self.export()

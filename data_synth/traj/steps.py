@@ -1,0 +1,240 @@
+"""The pipeline's steps: one `data_synth.pipeline.Step` per job, configuration only in the
+object, every record in and out typed (`records.py`).
+
+What a step may use besides its input lives in the `StepContext`:
+`ctx.llm` (the synthesis model: proposals, votes, tasks, tool simulation),
+`ctx.extra["agent"]` and `ctx.extra["judge"]` (their own models; default: `ctx.llm`),
+`ctx.extra["servers"]` (server id -> `Server`, from the ingest step's outputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data_synth.llm import LLMClient, LLMOutputError
+from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.traj import judge as judge_mod
+from data_synth.traj import prompts
+from data_synth.traj import tasks as tasks_mod
+from data_synth.traj.chains import ChainConfig, sample_chains
+from data_synth.traj.graph import GraphConfig, build_graph
+from data_synth.traj.ingest import IngestConfig, build_server
+from data_synth.traj.interact import InteractConfig, run_episode
+from data_synth.traj.judge import JudgeConfig
+from data_synth.traj.propose import ProposeConfig, propose
+from data_synth.traj.records import (
+    AugmentJob,
+    Chain,
+    GraphRecord,
+    JudgedTrajectory,
+    ScoredTask,
+    Server,
+    SourceRecord,
+    Task,
+    TaskSeed,
+    Trajectory,
+    VerifiedChain,
+)
+from data_synth.traj.simulate import SimulatedTools
+from data_synth.traj.tasks import TaskConfig
+from data_synth.traj.verify_chains import VerifyConfig, verify_chain
+
+
+def _llm(ctx: StepContext, role: str = "llm") -> LLMClient:
+    client = ctx.extra.get(role) if role != "llm" else None
+    client = client or ctx.llm
+    if client is None:
+        raise RuntimeError(f"no LLM client in the step context for {role!r}")
+    return client
+
+
+def _server(ctx: StepContext, server_id: str) -> Server:
+    servers: dict[str, Server] = ctx.extra.get("servers") or {}
+    if server_id not in servers:
+        raise Reject("unknown_server", f"server {server_id!r} is not among the ingested servers")
+    return servers[server_id]
+
+
+class IngestStep(Step[SourceRecord, Server]):
+    name = "traj.ingest"
+    input_type, output_type = SourceRecord, Server
+
+    def __init__(self, cfg: IngestConfig):
+        self.cfg = cfg
+
+    async def process(self, record: SourceRecord, ctx: StepContext) -> Server:
+        return build_server(record, self.cfg)
+
+
+class GraphStep(Step[Server, GraphRecord]):
+    """LLM proposals (unless `propose.samples == 0`) + schema scores -> the weighted graph. A
+    server whose every proposal sample is unusable is rejected (`no_usable_proposals`), never
+    silently built from the schemas alone."""
+
+    name = "traj.graph"
+    input_type, output_type = Server, GraphRecord
+
+    def __init__(self, propose_cfg: ProposeConfig, graph_cfg: GraphConfig):
+        self.propose_cfg = propose_cfg
+        self.graph_cfg = graph_cfg
+
+    async def process(self, record: Server, ctx: StepContext) -> GraphRecord:
+        if self.propose_cfg.samples == 0:
+            return build_graph(record, [], self.graph_cfg)
+        p = await propose(_llm(ctx), record, self.propose_cfg)
+        if not p.samples:
+            raise Reject("no_usable_proposals", " | ".join(p.failed))
+        rec = build_graph(record, p.samples, self.graph_cfg)
+        return rec.model_copy(update={"proposal_failures": p.failed, "dropped_proposals": p.dropped})
+
+
+class ChainsStep(Step[GraphRecord, Chain]):
+    name = "traj.chains"
+    input_type, output_type = GraphRecord, Chain
+
+    def __init__(self, cfg: ChainConfig):
+        self.cfg = cfg
+
+    async def process(self, record: GraphRecord, ctx: StepContext) -> list[Chain]:
+        chains = sample_chains(record.to_nx(), record.server_id, self.cfg)
+        if not chains:
+            raise Reject(
+                "no_chains", f"the graph has {len(record.edges)} edges; no walk of >= {self.cfg.min_len} tools"
+            )
+        return chains
+
+
+class VerifyStep(Step[Chain, VerifiedChain]):
+    name = "traj.verify"
+    input_type, output_type = Chain, VerifiedChain
+
+    def __init__(self, cfg: VerifyConfig):
+        self.cfg = cfg
+
+    async def process(self, record: Chain, ctx: StepContext) -> VerifiedChain:
+        v = await verify_chain(_llm(ctx), _server(ctx, record.server_id), record.tools, self.cfg)
+        if not v.passed:
+            raise Reject(v.reason or "unverified", v.detail or "")
+        return VerifiedChain(
+            key=record.key,
+            server_id=record.server_id,
+            tools=record.tools,
+            weight=record.weight,
+            vote=v.vote,
+            back_translation=v.back_translation,
+        )
+
+
+class TasksStep(Step[TaskSeed, Task]):
+    """Base tasks: `per_chain` per verified chain, `per_server` per server."""
+
+    name = "traj.tasks"
+    input_type, output_type = TaskSeed, Task
+
+    def __init__(self, cfg: TaskConfig):
+        self.cfg = cfg
+
+    async def process(self, record: TaskSeed, ctx: StepContext) -> list[Task]:
+        server = _server(ctx, record.server_id)
+        llm = _llm(ctx)
+        common: dict[str, Any] = {"server_id": server.server_id, "source": record.source, "chain_id": record.chain_id}
+        if record.source == "chain":
+            queries, _ = await tasks_mod.chain_queries(llm, server, record.tools, self.cfg.per_chain)
+            tag = "task_from_chain"
+            items = [(q, record.tools) for q in queries]
+        else:
+            items, _ = await tasks_mod.server_tasks(llm, server, self.cfg.per_server)
+            tag = "task_from_server"
+        prompt = prompts.load(tag).tag
+        return [Task.create(**common, tools=tools, query=q, prompt=prompt) for q, tools in items]
+
+
+class AugmentStep(Step[AugmentJob, Task]):
+    name = "traj.augment"
+    input_type, output_type = AugmentJob, Task
+
+    def __init__(self, cfg: TaskConfig):
+        self.cfg = cfg
+
+    async def process(self, record: AugmentJob, ctx: StepContext) -> Task:
+        base = record.task
+        persona = None
+        if record.mode == "persona":
+            personas = ctx.extra.get("personas") or tasks_mod.load_personas(self.cfg.personas)
+            persona = tasks_mod.pick(personas, base.key)
+        query = await tasks_mod.augment(_llm(ctx), _server(ctx, base.server_id), base.query, record.mode, persona)
+        return Task.create(
+            server_id=base.server_id,
+            source=base.source,
+            chain_id=base.chain_id,
+            tools=base.tools,
+            query=query,
+            variant=record.mode,
+            parent=base.key,
+            persona_id=persona.id if persona else None,
+            prompt=prompts.load(f"augment_{record.mode}").tag,
+        )
+
+
+class ScoreStep(Step[Task, ScoredTask]):
+    name = "traj.score"
+    input_type, output_type = Task, ScoredTask
+
+    def __init__(self, cfg: TaskConfig):
+        self.cfg = cfg
+
+    async def process(self, record: Task, ctx: StepContext) -> ScoredTask:
+        scores = await tasks_mod.score_task(_llm(ctx), _server(ctx, record.server_id), record.query)
+        failing = scores.failing(self.cfg.thresholds)
+        if failing:
+            raise Reject("below_task_threshold", ", ".join(failing))
+        return ScoredTask(key=record.key, task=record, scores=scores)
+
+
+class InteractStep(Step[ScoredTask, Trajectory]):
+    name = "traj.interact"
+    input_type, output_type = ScoredTask, Trajectory
+
+    def __init__(self, cfg: InteractConfig):
+        self.cfg = cfg
+
+    async def process(self, record: ScoredTask, ctx: StepContext) -> Trajectory:
+        server = _server(ctx, record.task.server_id)
+        if self.cfg.backend == "mcp":
+            from data_synth.traj.mcp_tools import MCPTools
+
+            async with MCPTools.connect(server) as backend:
+                return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg)
+        backend = SimulatedTools(
+            client=_llm(ctx),
+            server=server,
+            task_key=record.key,
+            query=record.task.query,
+            failure_rate=self.cfg.failure_rate,
+            history_window=self.cfg.history_window,
+            show_query_fraction=self.cfg.show_query_fraction,
+            seed=self.cfg.seed,
+            temperature=self.cfg.simulator_temperature,
+        )
+        return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg)
+
+
+class JudgeStep(Step[Trajectory, JudgedTrajectory]):
+    """Kept trajectories carry their judgement; a rejection's detail holds the scores as JSON,
+    so the report can plot the whole distribution."""
+
+    name = "traj.judge"
+    input_type, output_type = Trajectory, JudgedTrajectory
+
+    def __init__(self, cfg: JudgeConfig):
+        self.cfg = cfg
+
+    async def process(self, record: Trajectory, ctx: StepContext) -> JudgedTrajectory:
+        try:
+            j = await judge_mod.judge(_llm(ctx, "judge"), _server(ctx, record.server_id), record, self.cfg)
+        except LLMOutputError as e:
+            raise Reject("judge_unusable", f"{e.reason}: {e.detail}") from None
+        failing = judge_mod.failing(j, self.cfg)
+        if failing:
+            raise Reject("below_judge_threshold", j.model_dump_json())
+        return JudgedTrajectory(key=record.key, trajectory=record, judgement=j)
