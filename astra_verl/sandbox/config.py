@@ -26,13 +26,16 @@ class SandboxConfig:
     memory_mb: address-space limit of a session process (RLIMIT_AS).
     max_output_chars: limit on what one call may print and, separately, return.
     file_size_mb: largest file a session may write (RLIMIT_FSIZE).
-    tmp_mb: size of the private tmpfs holding the work dirs of one worker's sessions (bwrap only).
+    tmp_mb: size of a session's private tmpfs work dir (when the worker may mount, i.e. as root);
+        under bwrap also the size of the worker's /tmp.
     open_files: RLIMIT_NOFILE of a session.
     threads: RLIMIT_NPROC of a session's own uid (threads included); enforced only when the pool
         runs as root (it then gives every session its own uid).
     backend: "bwrap" (namespaces via bubblewrap), "process" (no namespaces: uid drop, rlimits,
         Landlock, seccomp), or "auto" (bwrap when it works on this machine, else process, logged).
     uid_base: sessions run as uids from uid_base upwards (root only); pick a range no real user has.
+    landlock: use Landlock where the kernel has it. Turn off only to test the degraded fallback
+        or on a kernel whose Landlock misbehaves (describe_isolation() then says so).
     """
 
     workers: int = dataclasses.field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
@@ -43,11 +46,12 @@ class SandboxConfig:
     memory_mb: int = 512
     max_output_chars: int = 20_000
     file_size_mb: int = 16
-    tmp_mb: int = 256
+    tmp_mb: int = 64
     open_files: int = 64
     threads: int = 16
     backend: str = "auto"
     uid_base: int = 1_000_000_000
+    landlock: bool = True
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -55,6 +59,10 @@ class SandboxConfig:
             if f.name == "backend":
                 if value not in BACKENDS:
                     raise ValueError(f"astra.sandbox.backend must be one of {BACKENDS}, got {value!r}")
+                continue
+            if f.type in ("bool", bool):
+                if not isinstance(value, bool):
+                    raise TypeError(f"astra.sandbox.{f.name} must be true or false, got {value!r}")
                 continue
             kind = float if f.type in ("float", float) else int
             if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):

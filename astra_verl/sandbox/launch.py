@@ -6,8 +6,8 @@ bwrap backend (the worker and its sessions share one set of namespaces, private 
   holds read-only binds of /usr, the system library dirs and the Python installation, a private
   /proc and /dev, and a size-limited tmpfs /tmp for work dirs; nothing else of the host exists
   there (no /home, /root, /etc/shadow, /work ...). `--die-with-parent`, `--new-session`, and as
-  root every capability dropped but setuid/setgid/chown/kill (to give sessions their own uid and
-  stop them); sessions lose all of them with the uid drop.
+  root every capability dropped but setuid/setgid/chown/kill/sys_admin (to give sessions their
+  own uid and tmpfs and to stop them); sessions lose all of them with the uid drop.
 process backend: the worker is a plain child process (own session, minimal environment).
 Both: every session then confines itself (inside/confine.py): own uid, rlimits, Landlock, seccomp.
 """
@@ -82,7 +82,9 @@ def bwrap_args(config: SandboxConfig) -> list[str]:
     if root:
         # No user namespace: it would map only uid 0, and sessions need uids of their own.
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_CHOWN"]
-        args += ["--cap-add", "CAP_KILL"]  # to stop its sessions, which run under other uids
+        # kill: to stop its sessions, which run under other uids; sys_admin: to mount each session's
+        # private tmpfs. The worker runs only our code; sessions drop every capability with the uid.
+        args += ["--cap-add", "CAP_KILL", "--cap-add", "CAP_SYS_ADMIN"]
     else:
         args += ["--unshare-user"]
     for d in SYSTEM_DIRS:
@@ -114,7 +116,8 @@ def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: 
         "fd": ctl_fd,
         "pkg_root": pkg_root,
         "work_root": work_root,
-        "landlock": True,
+        "landlock": config.landlock,
+        "tmp_mb": config.tmp_mb,
         "read_paths": read_paths(),
         "max_output_chars": config.max_output_chars,
         "limits": {
@@ -170,46 +173,60 @@ def resolve_backend(requested: str) -> str:
     return "process"
 
 
-def describe_isolation(config: SandboxConfig | None = None, backend: str | None = None) -> str:
-    """One paragraph saying which isolation layers a pool with `config` gets on this machine."""
+def describe_isolation(
+    config: SandboxConfig | None = None, backend: str | None = None, features: dict | None = None
+) -> str:
+    """Which isolation layers a pool with `config` gets on this machine, in one paragraph.
+
+    `features` are what a started worker measured (its hello: Landlock ABI, uid drop, private
+    tmpfs); without them the Landlock ABI and root-ness are read from this process and the private
+    tmpfs is reported as conditional."""
     config = config or SandboxConfig()
     backend = backend or resolve_backend(config.backend)
-    root = os.geteuid() == 0
-    abi = confine.landlock_abi()
-    lines = []
+    if features is None:
+        abi = confine.landlock_abi() if config.landlock else 0
+        root = os.geteuid() == 0
+        tmp = "private tmpfs if the worker may mount" if root else "plain directory"
+    else:
+        abi, root = features.get("landlock", 0), features.get("uid_drop", False)
+        tmp = "private tmpfs" if features.get("private_tmp") else "plain directory"
+    ok, detail = bwrap_probe() if config.backend != "process" else (False, "chosen by config")
+    parts = []
     if backend == "bwrap":
-        lines.append(
-            f"backend bwrap ({bwrap_probe()[1]}): namespaces pid, net, ipc, uts, cgroup, mount"
-            f"{'' if root else ', user'}; read-only Python and system dirs, private /proc, /dev, {config.tmp_mb} MiB tmpfs /tmp"
+        parts.append(
+            f"backend bwrap ({detail}): namespaces pid, net, ipc, uts, cgroup, mount{'' if root else ', user'}; "
+            f"read-only Python and system dirs, private /proc and /dev, {config.tmp_mb} MiB tmpfs /tmp"
         )
     else:
-        lines.append(
-            f"backend process (no namespaces{'' if bwrap_probe()[0] else ': ' + bwrap_probe()[1]}): sessions share the "
-            "host's pid, network and mount namespaces, contained by the layers below"
+        parts.append(
+            f"backend process (no namespaces{'' if ok else ': ' + detail}): sessions share the host's pid, network "
+            "and mount namespaces; the layers below contain them"
         )
-    lines.append(
-        "per session: "
-        + (
-            f"own uid from {config.uid_base} (no capabilities, RLIMIT_NPROC={config.threads})"
-            if root
-            else "no uid drop (not root: RLIMIT_NPROC not set, seccomp alone stops new processes)"
-        )
-    )
-    lines.append(
+    if root:
+        parts.append(f"per session: own uid from {config.uid_base} without capabilities, RLIMIT_NPROC={config.threads}")
+    else:
+        parts.append("per session: no uid drop (not root: RLIMIT_NPROC unset; seccomp alone stops new processes)")
+    parts.append(f"work dir: {tmp} ({config.tmp_mb} MiB, 4096 files)" if "tmpfs" in tmp else f"work dir: {tmp}")
+    parts.append(
         f"rlimits AS={config.memory_mb} MiB, CPU={config.session_cpu_s} s, FSIZE={config.file_size_mb} MiB, "
         f"NOFILE={config.open_files}, CORE=0"
     )
-    lines.append(
-        f"Landlock ABI {abi} (files: read-only Python/system libs, read-write own work dir"
-        + (", no TCP" if abi >= 4 else "")
-        + (", signals and abstract sockets scoped" if abi >= 6 else "")
-        + ")"
-        if abi
-        else "Landlock unavailable (kernel < 5.13 or LSM disabled): file access limited by uid/permissions only"
-    )
-    lines.append(
-        f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to self only, no ptrace, "
+    if abi:
+        parts.append(
+            f"Landlock ABI {abi}: read-only Python and system libs, read-write own work dir, nothing else"
+            + (", no TCP" if abi >= 4 else "")
+            + (", signals and abstract sockets scoped" if abi >= 6 else "")
+        )
+    else:
+        why = "disabled by config" if not config.landlock else "unavailable (kernel < 5.13 or LSM off)"
+        parts.append(
+            f"Landlock {why}: file access limited by "
+            + ("the namespaces and " if backend == "bwrap" else "")
+            + "the session uid's permissions only"
+        )
+    parts.append(
+        f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to itself only, no ptrace, "
         "namespaces, mounts, bpf, io_uring, SysV IPC"
     )
-    lines.append(f"wall-clock {config.call_timeout_s} s per call, output {config.max_output_chars} chars per call")
-    return "; ".join(lines)
+    parts.append(f"{config.call_timeout_s:g} s wall clock and {config.max_output_chars} chars of output per call")
+    return "; ".join(parts)

@@ -446,7 +446,8 @@ class SandboxPool(Sandbox):
     @property
     def isolation(self) -> str:
         """What confines this pool's sessions (measured by its workers where started)."""
-        return launch.describe_isolation(self.config, self.backend)
+        features = next((w.features for w in self._workers if w is not None and w.features), None)
+        return launch.describe_isolation(self.config, self.backend, features)
 
     # ---------------------------------------------------------------- workers
     def _worker_died(self, worker: _Worker) -> None:

@@ -2,6 +2,9 @@
 
 Layers, in the order `confine()` applies them (each one is also useful alone):
 
+0. **private work dir** (when the worker may mount: root, or bwrap's worker which keeps
+   CAP_SYS_ADMIN): a mount namespace of its own with a size- and inode-limited tmpfs on the work
+   dir, so a session can neither see nor fill another session's files.
 1. **uid drop** (only when running as root): the session gets its own unprivileged uid/gid and no
    supplementary groups, which clears every capability. Only then does RLIMIT_NPROC mean anything
    (the kernel exempts uid 0), and only then do file permissions (0700 homes, /etc/shadow) apply.
@@ -110,6 +113,37 @@ def _errcheck(ret: int, what: str) -> int:
 
 def set_parent_death_signal(sig: int) -> None:
     _errcheck(_libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+
+
+# --------------------------------------------------------------------------- private work dir
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 2, 4, 8, 1 << 14, 1 << 18
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.unshare.argtypes = [ctypes.c_int]
+
+
+def private_tmpfs(path: str, size_mb: int, uid: int | None) -> None:
+    """Mount a tmpfs of `size_mb` (and at most 4096 files) on `path`, in a mount namespace of
+    the calling process's own: the session's files live in memory it alone sees, and filling it
+    affects no other session. Needs CAP_SYS_ADMIN (root; inside bwrap the worker keeps it)."""
+    _errcheck(_libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _errcheck(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "mount(/, MS_REC|MS_PRIVATE)")
+    opts = f"size={size_mb}m,nr_inodes=4096,mode=0700" + (f",uid={uid},gid={uid}" if uid is not None else "")
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC
+    _errcheck(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", flags, opts.encode()), f"mount(tmpfs on {path})")
+
+
+def can_mount_private_tmpfs(scratch: str) -> bool:
+    """Try `private_tmpfs` in a throw-away child (the worker's own mounts stay untouched)."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            private_tmpfs(scratch, 1, None)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001 - any failure means "no"
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
 
 
 # --------------------------------------------------------------------------- uid drop
@@ -275,6 +309,8 @@ def apply_seccomp(own_pid: int) -> None:
 def confine(
     *,
     uid: int | None,
+    workdir: str,
+    tmpfs_mb: int | None,
     memory_mb: int,
     cpu_s: int,
     file_size_mb: int,
@@ -282,11 +318,12 @@ def confine(
     threads: int,
     landlock: int,
     read_paths: list[str],
-    write_paths: list[str],
 ) -> None:
     """Apply every layer to the calling process, irreversibly. Raises ConfinementError if a
     mandatory layer fails (uid drop when asked, rlimits, no_new_privs, seccomp)."""
-    ruleset = landlock_ruleset(landlock, read_paths, write_paths) if landlock else None
+    if tmpfs_mb is not None:
+        private_tmpfs(workdir, tmpfs_mb, uid)
+    ruleset = landlock_ruleset(landlock, read_paths, [workdir]) if landlock else None
     if uid is not None:
         drop_privileges(uid)
     apply_rlimits(

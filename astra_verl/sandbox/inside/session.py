@@ -258,16 +258,39 @@ class Runtime:
             wire.send(self.sock, resp)
 
 
+def reroot_imports(dirs: list[str], fds: list[int]) -> None:
+    """Point every import path at /proc/self/fd/N, a descriptor the worker opened as root: the
+    Python install may sit below a directory the session's uid cannot traverse (/root is 0700).
+    Packages already imported (encodings, json, xml ...) find their submodules through their own
+    `__path__`, so those are rewritten too."""
+    roots = [(d.rstrip("/"), f"/proc/self/fd/{fd}") for d, fd in zip(dirs, fds, strict=True)]
+
+    def reroot(path: str) -> str:
+        for d, via in roots:
+            if path == d or path.startswith(d + "/"):
+                return via + path[len(d) :]
+        return path
+
+    sys.path[:] = [via for _, via in roots]
+    sys.path_importer_cache.clear()
+    for module in list(sys.modules.values()):
+        paths = getattr(module, "__path__", None)
+        if isinstance(paths, list):
+            paths[:] = [reroot(p) for p in paths]
+
+
 def run(
     sock_fd: int,
     *,
     zygote_pid: int,
     uid: int | None,
     workdir: str,
+    tmpfs_mb: int | None,
     limits: dict,
     max_output: int,
     landlock: int,
     read_paths: list[str],
+    stdlib_dirs: list[str],
     stdlib_fds: list[int],
     codes: dict,
     compile_errors: dict,
@@ -298,9 +321,10 @@ def run(
         try:
             confine.confine(
                 uid=uid,
+                workdir=workdir,
+                tmpfs_mb=tmpfs_mb,
                 landlock=landlock,
                 read_paths=read_paths,
-                write_paths=[workdir],
                 **limits,
             )
         except (confine.ConfinementError, OSError, ValueError) as exc:
@@ -311,8 +335,7 @@ def run(
         os.environ.update({"HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
         # The Python install may sit below a directory the session's uid cannot traverse (/root is
         # 0700): the worker opened its stdlib directories as root, and /proc/self/fd/N reaches them.
-        sys.path[:] = [f"/proc/self/fd/{fd}" for fd in stdlib_fds]
-        sys.path_importer_cache.clear()
+        reroot_imports(stdlib_dirs, stdlib_fds)
         import tempfile
 
         tempfile.tempdir = workdir

@@ -6,7 +6,7 @@ processes, after they confined themselves (session.py). Control frames:
 
     pool -> worker  {"op": "open", "sid", "uid", "digest", "modules": [[name, source], ...]}
                     + the session's socket (SCM_RIGHTS)
-    worker -> pool  {"op": "hello", "landlock", "uid_drop", "machine"} + a pidfd of the worker
+    worker -> pool  {"op": "hello", "landlock", "uid_drop", "private_tmp", "machine"} + a pidfd of the worker
                     {"op": "opened", "sid"} + a pidfd of the session process
                     {"op": "open_failed", "sid", "error"}
                     {"op": "exit", "sid", "status"}   (raw wait status, once it was reaped)
@@ -54,9 +54,14 @@ class Worker:
         self.landlock = confine.landlock_abi() if cfg["landlock"] else 0
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         stdlib = [p for p in sys.path if p and os.path.isdir(p) and p != cfg["pkg_root"]]
+        self.stdlib_dirs = stdlib
         self.stdlib_fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in stdlib]
         self.read_paths = list(dict.fromkeys([*stdlib, *cfg["read_paths"]]))
-        os.makedirs(cfg["work_root"], exist_ok=True)
+        os.makedirs(cfg["work_root"], mode=0o711, exist_ok=True)
+        scratch = os.path.join(cfg["work_root"], f"probe-{self.pid}")
+        os.mkdir(scratch, 0o700)
+        self.private_tmp = self.uid_drop and confine.can_mount_private_tmpfs(scratch)
+        os.rmdir(scratch)
 
     def compiled(self, digest: str, modules: list) -> tuple[dict, dict]:
         hit = self.cache.get(digest)
@@ -106,10 +111,12 @@ class Worker:
                 zygote_pid=self.pid,
                 uid=uid,
                 workdir=workdir,
+                tmpfs_mb=self.cfg["tmp_mb"] if self.private_tmp else None,
                 limits=dict(self.cfg["limits"]),
                 max_output=self.cfg["max_output_chars"],
                 landlock=self.landlock,
                 read_paths=self.read_paths,
+                stdlib_dirs=self.stdlib_dirs,
                 stdlib_fds=self.stdlib_fds,
                 codes=codes,
                 compile_errors=errors,
@@ -143,7 +150,13 @@ class Worker:
         pidfd = os.pidfd_open(os.getpid())
         wire.send(
             self.ctl,
-            {"op": "hello", "landlock": self.landlock, "uid_drop": self.uid_drop, "machine": confine.MACHINE},
+            {
+                "op": "hello",
+                "landlock": self.landlock,
+                "uid_drop": self.uid_drop,
+                "private_tmp": self.private_tmp,
+                "machine": confine.MACHINE,
+            },
             [pidfd],
         )
         os.close(pidfd)
