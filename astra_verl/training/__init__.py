@@ -1,0 +1,1 @@
+"""Training-side extensions to verl: ASTRA's adaptive batch filling and the step metrics of astra episodes."""
