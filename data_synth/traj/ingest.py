@@ -8,7 +8,8 @@ Accepted inputs (the format is detected per file, or forced with `fmt=`):
 - `openai`: a plain OpenAI `tools` list (`[{"type": "function", "function": {...}}]`, or bare
   function objects), JSON or JSONL; one server per file, named after the file unless given.
 - `mcp`: an MCP `tools/list` result `{"tools": [{name, description, inputSchema, outputSchema?}]}`
-  (also inside a JSON-RPC envelope `{"result": {...}}`); optional `serverInfo {name, title}`.
+  (also inside a JSON-RPC envelope `{"result": {...}}`); optional `serverInfo {name, title}` and
+  `call_info` (our addition, as in ASTRA's records: how `interact --backend mcp` reaches it).
 - `bfcl`: BFCL's multi-turn function docs (JSONL, one function a line, `response` documents the
   output; descriptions read "This tool belongs to X. ... Tool description: Y"): one server per
   file; the shared prefix becomes the server description.
@@ -224,7 +225,7 @@ def _server_fields(src: SourceRecord) -> dict[str, Any]:
             "tools": inner.get("tools"),
             "params_key": "inputSchema",
             "output_key": "outputSchema",
-            "call_info": None,
+            "call_info": c.get("call_info"),
         }
     if src.format == "openai":
         return {
