@@ -1,0 +1,10 @@
+"""Trajectory synthesis (ASTRA §1): tool docs -> tool-call graph -> verified multi-turn SFT data.
+
+    python -m data_synth traj run TOOL_DOCS... --run-dir RUN --llm-base-url URL --llm-model NAME
+
+Modules, in pipeline order: `ingest` (+ `schema`), `compat` + `propose` + `graph`, `chains`,
+`verify_chains` (+ `query_checks`), `tasks`, `simulate` / `mcp_tools` + `interact`, `judge`,
+`export_sft` (+ `sft_dataset`, the verl dataset class), `report`. `records` holds the typed
+record of every step boundary, `steps` the pipeline steps, `run` the orchestration, `cli` the
+command line, `config` the settings, `prompts` / `describe` the prompt files and renderings.
+"""

@@ -90,6 +90,25 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _print_ingest_issues(run_dir: Path, limit: int = 20) -> None:
+    """Rejected servers and dropped tools, each with file, record and reason."""
+    from data_synth.pipeline import read_envelopes, read_outputs
+    from data_synth.traj.records import Server
+
+    lines = [
+        f"rejected {k}: {e.reason}: {e.detail}"
+        for k, e in sorted(read_envelopes(run_dir, "traj.ingest").items())
+        if e.status != "ok"
+    ]
+    for s in read_outputs(run_dir, "traj.ingest", Server):
+        lines += [f"dropped tool {s.source.file}#{s.source.record} {d.tool}: {d.reason}" for d in s.dropped_tools]
+        lines += [f"warning {s.source.file}#{s.source.record}: {w}" for w in s.warnings]
+    for line in lines[:limit]:
+        print(line)
+    if len(lines) > limit:
+        print(f"... and {len(lines) - limit} more (see {run_dir}/traj.ingest.jsonl)")
+
+
 def _llm_config(args: argparse.Namespace, prefix: str) -> LLMConfig | None:
     cfg = LLMConfig.from_args(args, prefix)
     return cfg if (cfg.base_urls or cfg.scripted) else None
@@ -129,6 +148,7 @@ async def _main(args: argparse.Namespace) -> int:
         if args.step == "ingest":
             stats = await runner.ingest(args.inputs, fmt=args.format, domain=args.domain)
             print(stats.line())
+            _print_ingest_issues(args.run_dir)
         elif args.step == "run":
             summary = await runner.run_all(args.inputs, fmt=args.format, domain=args.domain)
             print(runner.funnel().table())
@@ -140,6 +160,7 @@ async def _main(args: argparse.Namespace) -> int:
         else:
             stats = await getattr(runner, args.step)()
             print(stats.line())
+            print(runner.funnel().table())
         if args.step in ("graph", "run"):
             from data_synth.pipeline import read_outputs
 

@@ -86,6 +86,14 @@ class ContextFactory:
         return StepContext(llm=self._client(self.llm, "llm"), run_dir=Path(self.run_dir), extra=extra)
 
 
+def _unique(records: list[Task]) -> list[Task]:
+    """First record per key, in order."""
+    first: dict[str, Task] = {}
+    for r in records:
+        first.setdefault(r.key, r)
+    return list(first.values())
+
+
 def load_servers(run_dir: str | Path) -> dict[str, Server]:
     return {s.server_id: s for s in read_outputs(run_dir, "traj.ingest", Server)}
 
@@ -105,7 +113,7 @@ class Runner:
     shard: Shard = field(default_factory=lambda: Shard(0, 1))
     progress: bool = True
     ray_workers: int = 0  # > 0: run LLM steps on Ray actors
-    _ctx: StepContext | None = None
+    _ctx: StepContext | None = field(default=None, init=False, repr=False)
 
     async def context(self) -> StepContext:
         if self._ctx is None:
@@ -143,7 +151,7 @@ class Runner:
                 shard=self.shard,
                 progress=self.progress,
             )
-        log.info(stats.line())
+        log.debug(stats.line())
         return stats
 
     # -- steps, in order --------------------------------------------------------------------
@@ -178,15 +186,21 @@ class Runner:
     async def tasks(self) -> RunStats:
         return await self._run(S.TasksStep(self.cfg.tasks), self.task_seeds())
 
+    def base_tasks(self) -> list[Task]:
+        """The tasks step's outputs, one per key (two seeds can write the same query)."""
+        return _unique(read_outputs(self.run_dir, "traj.tasks", Task))
+
     def augment_jobs(self) -> list[AugmentJob]:
-        base = read_outputs(self.run_dir, "traj.tasks", Task)
-        return [AugmentJob(key=f"{t.key}:{m}", task=t, mode=m) for t in base for m in self.cfg.tasks.augment]
+        return [
+            AugmentJob(key=f"{t.key}:{m}", task=t, mode=m) for t in self.base_tasks() for m in self.cfg.tasks.augment
+        ]
 
     async def augment(self) -> RunStats:
         return await self._run(S.AugmentStep(self.cfg.tasks), self.augment_jobs())
 
     def all_tasks(self) -> list[Task]:
-        return read_outputs(self.run_dir, "traj.tasks", Task) + read_outputs(self.run_dir, "traj.augment", Task)
+        variants = read_outputs(self.run_dir, "traj.augment", Task)
+        return _unique(self.base_tasks() + variants)
 
     async def score(self) -> RunStats:
         return await self._run(S.ScoreStep(self.cfg.tasks), self.all_tasks())
