@@ -178,6 +178,10 @@ class HFEngine:
         self._released = False
 
     @property
+    def vocab_size(self) -> int:
+        return self.model.get_input_embeddings().num_embeddings
+
+    @property
     def has_weights(self) -> bool:
         return not self._released
 
@@ -197,7 +201,7 @@ class HFEngine:
             raise RuntimeError(
                 "hf_cpu rollout: generate called while the weights are released or mid-update (replica asleep?)"
             )
-        vocab = self.model.get_output_embeddings().weight.shape[0]
+        vocab = self.vocab_size
         rows = list(range(len(requests)))  # request index of each live batch row
         longest = max(len(r.prompt_ids) for r in requests)
         pad = 0

@@ -165,6 +165,11 @@ class HFRolloutServer:
     # ------------------------------------------------------------------ generation
 
     def _request(self, prompt_ids: list[int], sampling_params: dict[str, Any]) -> GenerationRequest:
+        bad = [t for t in prompt_ids if not 0 <= t < self.engine.vocab_size]
+        if bad:
+            raise ValueError(
+                f"hf_cpu rollout: prompt token ids {bad[:5]} are outside the model's vocabulary (0..{self.engine.vocab_size - 1})"
+            )
         params = SamplingParams.from_request(dict(sampling_params))
         if self.config.full_determinism and params.seed is None:
             params = SamplingParams(**{**params.__dict__, "seed": self.replica_rank + self.config.seed})

@@ -102,6 +102,8 @@ async def test_budgets_and_bad_requests(server):
         await server.generate(prompt_ids=[5] * 38, sampling_params=dict(GREEDY), request_id="c")
     with pytest.raises(ValueError, match="text-only"):
         await server.generate(prompt_ids=[5], sampling_params={}, request_id="d", image_data=[object()])
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        await server.generate(prompt_ids=[5, 10**6], sampling_params=dict(GREEDY), request_id="f")
     with pytest.raises(ValueError, match="unsupported sampling"):
         await server.generate(prompt_ids=[5], sampling_params={"min_p": 0.1}, request_id="e")
 
