@@ -492,9 +492,9 @@ def _parallel_single_hop(b: _Builder, depth: int) -> _Task:
     best = max(range(k), key=lambda i: values[i]) if want_max else min(range(k), key=lambda i: values[i])
     phrase = attr.cmp[0 if want_max else 1].format(p=_param_text(param))
     listed = _join([Ent(etype, n).display for n in names])
-    question = f"Which of {listed} {phrase}?"
-    b.reason(question, names[best], [m.node for m in measures])
-    return _Task(question, names[best])
+    with_values = _join([f"{Ent(etype, n).display} ({_fmt(v)})" for n, v in zip(names, values, strict=True)])
+    b.reason(f"Which of {with_values} {phrase}?", names[best], [m.node for m in measures])
+    return _Task(f"Which of {listed} {phrase}?", names[best])
 
 
 def _side(b: _Builder, w: int, end: Callable[[Ent], bool], roots: Sequence[str] | None, avoid=frozenset()):
