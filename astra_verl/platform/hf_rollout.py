@@ -23,6 +23,7 @@ One replica = one training process (tensor/data/pipeline parallel size 1). Backe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import os
@@ -128,7 +129,6 @@ class HFRolloutServer:
         model_config: HFModelConfig,
         rollout_mode: RolloutMode,
         replica_rank: int,
-        node_rank: int = 0,
     ) -> None:
         self.config: RolloutConfig = omega_conf_to_dataclass(config)
         self.model_config: HFModelConfig = omega_conf_to_dataclass(model_config, dataclass_type=HFModelConfig)
@@ -138,7 +138,6 @@ class HFRolloutServer:
             torch.set_num_threads(self.options.num_threads)
         self.rollout_mode = rollout_mode
         self.replica_rank = replica_rank
-        self.node_rank = node_rank
         self.max_model_len = self.config.max_model_len or (self.config.prompt_length + self.config.response_length)
         self.engine = HFEngine(
             self.model_config.local_path,
@@ -172,7 +171,7 @@ class HFRolloutServer:
             )
         params = SamplingParams.from_request(dict(sampling_params))
         if self.config.full_determinism and params.seed is None:
-            params = SamplingParams(**{**params.__dict__, "seed": self.replica_rank + self.config.seed})
+            params = dataclasses.replace(params, seed=self.replica_rank + self.config.seed)
         room = self.max_model_len - len(prompt_ids)
         if room < 1:
             raise ValueError(
