@@ -1,0 +1,519 @@
+"""`python -m env_registry`: build, check, inspect and export a store of ASTRA environments.
+
+    python -m env_registry --store envs generate --n 2000 --seed 0
+    python -m env_registry --store envs add synthesized.jsonl
+    python -m env_registry --store envs validate
+    python -m env_registry --store envs stats --plot stats.png
+    python -m env_registry --store envs show 3f2a9c...
+    python -m env_registry --store envs export-parquet --out data --mixing banded --tokenizer /models/qwen
+    python -m env_registry schema
+
+The store defaults to $ASTRA_ENV_STORE, else ./env_store. Exit status: 0 when everything
+passed, 1 when some record or environment was rejected or failed validation, 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from env_registry.spec import ScenarioType, spec_json_schema
+
+DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
+_CHUNK = 1000
+
+
+def _out(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def _table(title: str, counts: Counter, total: int) -> None:
+    _out(f"{title}:")
+    for key, n in sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+        _out(f"  {str(key):<24} {n:>8}  {100 * n / max(total, 1):5.1f}%")
+
+
+def _store(args: argparse.Namespace, mode: str = "r"):
+    from env_registry.store import EnvStore
+
+    try:
+        return EnvStore.open(args.store, mode)
+    except FileNotFoundError as exc:
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _csv(value: str | None) -> list[str] | None:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else None
+
+
+# -- generate ------------------------------------------------------------------------------
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from env_registry.families.procedural import iter_generate
+    from env_registry.validate import check_structure
+
+    t0 = time.perf_counter()
+    try:
+        stream = iter_generate(
+            args.n, args.seed, args.max_hops, _csv(args.domains), scenario_types=_csv(args.scenario_types)
+        )
+        store = _store(args, "a")
+    except ValueError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    added = dupes = broken = 0
+    types: Counter = Counter()
+    domains: Counter = Counter()
+    with store, tqdm(total=args.n, desc="generate", unit="env", disable=args.quiet) as bar:
+        batch = []
+        for env in stream:
+            issues = check_structure(env)
+            if issues:  # a generator bug: report it, never store it
+                broken += 1
+                for issue in issues[:3]:
+                    tqdm.write(f"generator produced an invalid environment: {issue}")
+            else:
+                batch.append(env)
+                types[env.scenario_type.value] += 1
+                domains[env.domain] += 1
+            bar.update(1)
+            if len(batch) >= _CHUNK:
+                n = store.add_many(batch)
+                added, dupes, batch = added + n, dupes + len(batch) - n, []
+        n = store.add_many(batch)
+        added, dupes = added + n, dupes + len(batch) - n
+        total = len(store)
+    dt = time.perf_counter() - t0
+    _out(f"\ngenerated {args.n} procedural environments (seed {args.seed}, max_hops {args.max_hops}) in {dt:.1f} s")
+    _out(f"  added {added}, already in the store {dupes}, invalid {broken}; store {args.store} now holds {total}")
+    _table("scenario types", types, args.n)
+    _table("domains", domains, args.n)
+    return 1 if broken else 0
+
+
+# -- add -----------------------------------------------------------------------------------
+
+
+class _Rejects:
+    """Rejected records, appended with file, line and reasons; opened on the first rejection."""
+
+    def __init__(self, explicit: str | None):
+        self.explicit = Path(explicit) if explicit else None
+        self.path: Path | None = None
+        self.count = 0
+        self.rules: Counter = Counter()
+        self._f = None
+
+    def write(self, file: str, line_no: int, text: str, issues: list) -> None:
+        self.count += 1
+        self.rules.update(i.rule.value for i in issues)
+        if self.count <= 10:
+            first = issues[0]
+            _out(f"rejected {file}:{line_no}: [{first.rule.value}] {first.field}: {first.message}")
+        if self._f is None:
+            self.path = self.explicit or Path(file).with_suffix(".rejects.jsonl")
+            self._f = open(self.path, "a", encoding="utf-8")
+        record = {"file": file, "line": line_no, "issues": [i.to_dict() for i in issues], "record": text}
+        self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self._f.flush()
+
+    def close(self) -> None:
+        if self._f is not None:
+            self._f.close()
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from env_registry.validate import check_structure, parse_record, validate_stream
+
+    store = _store(args, "a")
+    rejects = _Rejects(args.rejects)
+    totals: Counter = Counter()
+
+    def flush(pending: list[tuple[str, int, str, Any]]) -> None:
+        """Replay a chunk of structurally valid records, then add the ones that passed."""
+        if not pending:
+            return
+        failing: dict[str, list] = {}
+        if not args.no_replay:
+            specs = [spec for *_, spec in pending]
+            failing = asyncio.run(validate_stream(specs, concurrency=args.concurrency, progress=False)).issues
+        good = []
+        for file, line_no, text, spec in pending:
+            if spec.id in failing:
+                rejects.write(file, line_no, text, failing[spec.id])
+            else:
+                good.append(spec)
+        n = store.add_many(good)
+        totals["added"] += n
+        totals["duplicates"] += len(good) - n
+
+    try:
+        with store:
+            for file in args.files:
+                pending: list[tuple[str, int, str, Any]] = []
+                with open(file, encoding="utf-8") as f:
+                    for line_no, line in enumerate(tqdm(f, desc=f"add {file}", unit="line", disable=args.quiet), 1):
+                        text = line.rstrip("\n")
+                        if not text.strip():
+                            continue
+                        totals["records"] += 1
+                        spec, issues = parse_record(text)
+                        if spec is not None:
+                            issues = check_structure(spec)
+                        if issues:
+                            rejects.write(file, line_no, text, issues)
+                        else:
+                            pending.append((file, line_no, text, spec))
+                        if len(pending) >= _CHUNK:
+                            flush(pending)
+                            pending = []
+                flush(pending)
+            total = len(store)
+    except RuntimeError as exc:  # replay without a sandbox
+        raise SystemExit(f"error: {exc}") from None
+    finally:
+        rejects.close()
+    mode = "structure only" if args.no_replay else "structure + replay"
+    _out(
+        f"\n{totals['records']} records: {totals['added']} added, {totals['duplicates']} already in the store, "
+        f"{rejects.count} rejected ({mode})"
+    )
+    if rejects.count:
+        _out(f"rejected records with their reasons: {rejects.path}")
+        _table("rejections by rule", rejects.rules, sum(rejects.rules.values()))
+    _out(f"store {args.store} now holds {total}")
+    return 1 if rejects.count else 0
+
+
+# -- validate ------------------------------------------------------------------------------
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from env_registry.validate import validate_stream
+
+    store = _store(args)
+    ids = args.ids or store.ids()
+    if args.limit:
+        ids = ids[: args.limit]
+    missing = [i for i in ids if i not in store]
+    if missing:
+        raise SystemExit(f"error: not in the store: {missing[:5]}")
+    t0 = time.perf_counter()
+    try:
+        report = asyncio.run(
+            validate_stream(
+                (store.get(i) for i in ids),
+                replay=not args.no_replay,
+                concurrency=args.concurrency,
+                total=len(ids),
+                progress=not args.quiet,
+            )
+        )
+    except RuntimeError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    dt = time.perf_counter() - t0
+    if args.report:
+        with open(args.report, "w", encoding="utf-8") as f:
+            for issue in report.all_issues():
+                f.write(json.dumps(issue.to_dict()) + "\n")
+    _out(
+        f"\nvalidated {report.checked} environments in {dt:.1f} s "
+        f"({report.checked / max(dt, 1e-9):.0f} env/s; replayed {report.replayed})"
+    )
+    _out(f"  passed {report.checked - len(report.failed)}, failed {len(report.failed)}")
+    if report.issues:
+        _table("issues by rule", report.by_rule(), sum(report.by_rule().values()))
+        for issue in report.all_issues()[:10]:
+            _out(f"  {issue}")
+        if args.report:
+            _out(f"all issues: {args.report}")
+    return 1 if report.issues else 0
+
+
+# -- stats ---------------------------------------------------------------------------------
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from env_registry.shape import shape_of
+
+    store = _store(args)
+    domains: Counter = Counter()
+    types: Counter = Counter()
+    hops: Counter = Counter()
+    subs: Counter = Counter()
+    tools: Counter = Counter()
+    calls = 0
+    needs_tool = 0
+    n_subs = 0
+    names: set[str] = set()
+    for env in tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet):
+        domains[env.domain] += 1
+        types[env.scenario_type.value] += 1
+        try:
+            hops[shape_of(env).hops] += 1
+        except Exception:
+            hops["cyclic"] += 1
+        subs[len(env.sub_questions)] += 1
+        tools[len(env.tools)] += 1
+        calls += sum(len(t.golden_calls) for t in env.tools)
+        needs_tool += sum(q.needs_tool for q in env.sub_questions)
+        n_subs += len(env.sub_questions)
+        names.update(t.name for t in env.tools)
+    n = len(store)
+    summary = {
+        "environments": n,
+        "sub_questions_mean": n_subs / max(n, 1),
+        "needs_tool_share": needs_tool / max(n_subs, 1),
+        "golden_calls_mean": calls / max(n, 1),
+        "distinct_tool_names": len(names),
+        "domains": dict(domains),
+        "scenario_types": dict(types),
+        "hops": {str(k): v for k, v in hops.items()},
+        "sub_questions": {str(k): v for k, v in subs.items()},
+        "tools_per_env": {str(k): v for k, v in tools.items()},
+    }
+    if args.json:
+        _out(json.dumps(summary, indent=2))
+    else:
+        _out(f"{n} environments in {args.store}")
+        _out(
+            f"  {summary['sub_questions_mean']:.2f} sub-questions per env ({100 * summary['needs_tool_share']:.1f}% need "
+            f"a tool), {summary['golden_calls_mean']:.2f} golden calls per env, {len(names)} distinct tool names"
+        )
+        _table("domains", domains, n)
+        _table("scenario types", types, n)
+        _table("hops (longest tool chain)", hops, n)
+        _table("sub-questions per env", subs, n)
+        _table("tools per env", tools, n)
+    if args.plot:
+        _plot(args.plot, {"domain": domains, "scenario type": types, "hops": hops, "tools per env": tools}, n)
+        _out(f"plot: {args.plot}")
+    return 0
+
+
+def _plot(path: str, panels: dict[str, Counter], n: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    for ax, (title, counts) in zip(axes.flat, panels.items(), strict=True):
+        keys = sorted(counts, key=lambda k: (isinstance(k, str), k))
+        ax.bar([str(k) for k in keys], [counts[k] for k in keys], color="#4C72B0")
+        ax.set_title(title)
+        ax.tick_params(axis="x", rotation=30)
+    fig.suptitle(f"{n} environments")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# -- show / schema -------------------------------------------------------------------------
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _store(args)
+    env_id = args.id
+    if env_id not in store:
+        matches = [i for i in store.ids() if i.startswith(env_id)] if len(env_id) >= 6 else []
+        if len(matches) != 1:
+            why = "is ambiguous" if matches else "matches no environment"
+            raise SystemExit(f"error: {env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
+        env_id = matches[0]
+    _out(json.dumps(store.get(env_id).model_dump(mode="json"), indent=2, ensure_ascii=False))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    _out(json.dumps(spec_json_schema(), indent=2))
+    return 0
+
+
+# -- export --------------------------------------------------------------------------------
+
+
+def _mixer(args: argparse.Namespace, store):
+    if args.mixing == "none":
+        return None
+    try:
+        from astra_verl.rollout.mixing import build_mixer
+    except ImportError as exc:
+        raise SystemExit(
+            f"error: --mixing {args.mixing} needs astra_verl.rollout.mixing (part of astra-verl), which is not "
+            f"available here ({exc}); install astra-verl, or export with --mixing none"
+        ) from None
+    opts: dict[str, Any] = {}
+    if args.mixing == "banded":
+        opts["k"] = args.k
+        if args.embedding_model:
+            opts["embedding_model"] = args.embedding_model
+    if args.mixing == "random":
+        opts.update(random_min=args.random_min, random_max=args.random_max)
+    return build_mixer(store, args.mixing, seed=args.seed, **opts)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from env_registry.export import ExportConfig, ExportError, export_rows, write_export
+
+    if args.max_prompt_length is not None and not args.tokenizer:
+        raise SystemExit("error: --max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
+    store = _store(args)
+    domains = set(_csv(args.domains) or [])
+    envs = store.filter(lambda e: e.domain in domains) if domains else store
+    tokenizer = None
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    config = ExportConfig(
+        mixing_mode=args.mixing,
+        seed=args.seed,
+        val_fraction=args.val_fraction,
+        system_prompt=None if args.no_system_prompt else args.system_prompt,
+        interaction_kwargs={"name": args.interaction},
+        max_prompt_length=args.max_prompt_length,
+    )
+    t0 = time.perf_counter()
+    try:
+        result = export_rows(
+            store, envs, config=config, mixer=_mixer(args, store), tokenizer=tokenizer, progress=not args.quiet
+        )
+    except ExportError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    folder = write_export(
+        result, args.out, config, {"store": str(Path(args.store).resolve()), "tokenizer": args.tokenizer}
+    )
+    dt = time.perf_counter() - t0
+    n_rows = len(result.train) + len(result.val)
+    _out(f"\nexported {n_rows} rows in {dt:.1f} s to {folder}")
+    _out(f"  train {len(result.train)}, val {len(result.val)} (val fraction {args.val_fraction}, grouped by question)")
+    _out(f"  mixing {json.dumps(result.mixing)}; {result.distractors / max(n_rows, 1):.2f} distractors per row")
+    if tokenizer is not None:
+        lengths = [json.loads(r["extra_info"]["astra"])["prompt_tokens"] for r in result.train + result.val]
+        if lengths:
+            lengths.sort()
+            _out(f"  prompt tokens: median {lengths[len(lengths) // 2]}, max {lengths[-1]}")
+    if result.dropped:
+        _out(
+            f"  dropped {len(result.dropped)} rows over {args.max_prompt_length} prompt tokens (list: {folder / 'dropped.jsonl'}):"
+        )
+        for d in result.dropped[:5]:
+            _out(f"    {d.env_id} ({d.split}): {d.prompt_tokens} tokens")
+    return 0
+
+
+# -- parser --------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from env_registry.export import DEFAULT_INTERACTION, DEFAULT_SYSTEM_PROMPT
+    from env_registry.families.procedural import DOMAINS
+
+    p = argparse.ArgumentParser(
+        prog="python -m env_registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    store_help = "store directory (default: $ASTRA_ENV_STORE or ./env_store)"
+    p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    # The same two options after the command name (`generate --store x -q`); SUPPRESS keeps the
+    # top-level value when they are not repeated there.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    g = sub.add_parser("generate", parents=[common], help="add procedural (LLM-free) environments to the store")
+    g.add_argument("--n", type=int, default=1000, help="how many distinct environments (default 1000)")
+    g.add_argument("--seed", type=int, default=0, help="same seed, same environments (default 0)")
+    g.add_argument("--max-hops", type=int, default=4, help="longest tool chain (default 4)")
+    g.add_argument("--domains", help=f"comma-separated subset of {','.join(DOMAINS)} (default all)")
+    g.add_argument(
+        "--scenario-types", help=f"comma-separated subset of {','.join(t.value for t in ScenarioType)} (default all)"
+    )
+    g.set_defaults(func=cmd_generate)
+
+    a = sub.add_parser(
+        "add",
+        parents=[common],
+        help="import environments from JSONL, validating each",
+        description="Import EnvSpec JSON records (one per line). Each record is parsed, checked "
+        "structurally and (unless --no-replay) replayed in the sandbox; valid ones are added, duplicates "
+        "skipped, rejected ones written with file, line and reasons to the rejects file. Re-running is "
+        "safe: nothing is added twice.",
+    )
+    a.add_argument("files", nargs="+", metavar="FILE.jsonl")
+    a.add_argument("--rejects", help="rejects file (default: <FILE>.rejects.jsonl next to the input)")
+    a.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
+    a.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    a.set_defaults(func=cmd_add)
+
+    v = sub.add_parser("validate", parents=[common], help="check structure and replay golden calls in the sandbox")
+    v.add_argument("ids", nargs="*", help="environment ids (default: all)")
+    v.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
+    v.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    v.add_argument("--limit", type=int, help="validate only the first N environments")
+    v.add_argument("--report", help="write every issue as JSONL here")
+    v.set_defaults(func=cmd_validate)
+
+    s = sub.add_parser("stats", parents=[common], help="counts per domain, scenario type, hops, tools per env")
+    s.add_argument("--plot", metavar="OUT.png", help="also draw the distributions (matplotlib)")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.set_defaults(func=cmd_stats)
+
+    sh = sub.add_parser("show", parents=[common], help="print one environment as JSON")
+    sh.add_argument("id", help="environment id or a unique prefix (>= 6 characters)")
+    sh.set_defaults(func=cmd_show)
+
+    e = sub.add_parser(
+        "export-parquet",
+        parents=[common],
+        help="write verl RLHFDataset parquet (train/val)",
+        description="Write <out>/mix_<mode>/{train,val}.parquet for verl's RLHFDataset, plus dropped.jsonl "
+        "and manifest.json. See env_registry.export for the row format and the split rule.",
+    )
+    e.add_argument("--out", required=True, help="output folder")
+    e.add_argument("--mixing", choices=["none", "random", "banded"], default="none", help="irrelevant-tool mixing")
+    e.add_argument("--k", type=int, default=1, help="banded: distractors per band per tool (default 1)")
+    e.add_argument("--random-min", type=int, default=5, help="random: fewest distractors (default 5)")
+    e.add_argument("--random-max", type=int, default=9, help="random: most distractors (default 9)")
+    e.add_argument("--embedding-model", help="banded: local sentence-transformers model (default: lexical TF-IDF)")
+    e.add_argument("--seed", type=int, default=0, help="split and mixing seed (default 0)")
+    e.add_argument("--val-fraction", type=float, default=0.1, help="share of question groups in val (default 0.1)")
+    e.add_argument(
+        "--system-prompt", default=DEFAULT_SYSTEM_PROMPT, help="system message (default: a short tool-use instruction)"
+    )
+    e.add_argument("--no-system-prompt", action="store_true", help="user message only")
+    e.add_argument(
+        "--interaction", default=DEFAULT_INTERACTION, help=f"interaction hook name (default {DEFAULT_INTERACTION})"
+    )
+    e.add_argument("--tokenizer", help="tokenizer path: measure each prompt with the row's tools")
+    e.add_argument("--max-prompt-length", type=int, help="drop rows whose prompt is longer (needs --tokenizer)")
+    e.add_argument("--domains", help="export only these domains (comma-separated)")
+    e.set_defaults(func=cmd_export)
+
+    sc = sub.add_parser("schema", parents=[common], help="print the JSON Schema of the environment format")
+    sc.set_defaults(func=cmd_schema)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
