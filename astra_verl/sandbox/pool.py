@@ -697,6 +697,11 @@ class SandboxPool(Sandbox):
         st = self._sessions.get(session.id)
         return st.proc.pid if st is not None and st.proc is not None else None
 
+    def worker_pid_of(self, session: Session) -> int | None:
+        """Host pid of the worker hosting the session's current process."""
+        st = self._sessions.get(session.id)
+        return st.proc.worker.pid if st is not None and st.proc is not None else None
+
     def worker_pids(self) -> list[int | None]:
         """Host pids of the worker processes (inside bwrap: the worker itself, not bwrap)."""
         return [w.pid if w is not None and w.alive else None for w in self._workers]

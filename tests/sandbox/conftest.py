@@ -28,7 +28,14 @@ async def pool(request):
         yield p
 
 
-@pytest.fixture
-def fresh_config(request):
+@pytest.fixture(scope="session")
+def fresh_config():
     """Config for tests that need a pool of their own (they break workers)."""
     return lambda backend, **kw: SandboxConfig(backend=backend, **{**TEST_CONFIG, **kw})
+
+
+@pytest_asyncio.fixture(loop_scope="module", params=BACKENDS)
+async def own_pool(request, fresh_config):
+    """A pool of the test's own (per backend), for tests that kill its processes."""
+    async with SandboxPool(fresh_config(request.param, call_timeout_s=5.0, session_cpu_s=1)) as p:
+        yield p

@@ -8,6 +8,7 @@ come back as result frames with a stable `kind` (the values of protocol.ErrorKin
 
 from __future__ import annotations
 
+import builtins
 import errno
 import importlib.machinery
 import inspect
@@ -23,6 +24,7 @@ import types
 from . import confine, wire
 
 _dumps = json.dumps  # bound before tool code runs (see wire.py)
+_BUILTINS = dict(vars(builtins))  # restored after every call: a tool that rebinds len() must not break the framing
 
 # OSError errnos that mean "the sandbox said no" rather than "the tool made a mistake".
 _FORBIDDEN_ERRNOS = {errno.EPERM, errno.EACCES, errno.EROFS}
@@ -68,6 +70,13 @@ class CappedSink:
 
     def getvalue(self) -> str:
         return "".join(self.parts)
+
+
+def restore_builtins() -> None:
+    current = vars(builtins)
+    for name in [n for n in current if n not in _BUILTINS]:
+        del current[name]
+    current.update(_BUILTINS)
 
 
 def clean(text: str) -> str:
@@ -197,6 +206,7 @@ class Runtime:
         except OutputLimitExceeded:
             result = {}
         finally:
+            restore_builtins()
             sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
         result["stdout"] = clean(sink.getvalue())
         if sink.overflow:  # even if the tool swallowed OutputLimitExceeded and carried on
