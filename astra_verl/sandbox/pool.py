@@ -97,6 +97,35 @@ def describe_exit(status: int | None, config: SandboxConfig) -> tuple[ErrorKind,
     return ErrorKind.CRASH, f"the tool's process ended unexpectedly (wait status {status})."
 
 
+def _timeout(seconds: float):
+    """`asyncio.timeout` (3.11+: no extra task per call, which is most of a call's overhead here),
+    or an equivalent built on `loop.call_later` for Python 3.10."""
+    if hasattr(asyncio, "timeout"):
+        return asyncio.timeout(seconds)
+    return _Timeout310(seconds)
+
+
+class _Timeout310:
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.expired = False
+
+    async def __aenter__(self):
+        task = asyncio.current_task()
+        self.handle = asyncio.get_running_loop().call_later(self.seconds, self._expire, task)
+        return self
+
+    def _expire(self, task: asyncio.Task) -> None:
+        self.expired = True
+        task.cancel()
+
+    async def __aexit__(self, exc_type, exc, tb):
+        self.handle.cancel()
+        if self.expired and exc_type is asyncio.CancelledError:
+            raise asyncio.TimeoutError from None
+        return False
+
+
 def _resolve(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -600,7 +629,7 @@ class SandboxPool(Sandbox):
         if not isinstance(kwargs, dict) or not all(isinstance(k, str) for k in kwargs):
             return _failure(ErrorKind.BAD_ARGS, "arguments must be an object with string keys")
         try:
-            frame_args = json.loads(json.dumps(kwargs))  # what the tool receives: JSON values only
+            args_json = json.dumps(kwargs, ensure_ascii=False)  # the tool receives these JSON values only
         except (TypeError, ValueError) as exc:
             return _failure(ErrorKind.BAD_ARGS, f"arguments are not JSON-serialisable: {exc}")
         async with st.lock:
@@ -616,9 +645,11 @@ class SandboxPool(Sandbox):
             proc = st.proc
             st.next_id += 1
             call_id = st.next_id
-            frame = wire.encode({"id": call_id, "m": module, "f": function, "a": frame_args})
+            payload = f'{{"id":{call_id},"m":{json.dumps(module)},"f":{json.dumps(function)},"a":{args_json}}}'
+            frame = wire.frame(payload.encode("utf-8", "replace"))
             try:
-                resp = await asyncio.wait_for(self._roundtrip(proc, frame), self.config.call_timeout_s)
+                async with _timeout(self.config.call_timeout_s):
+                    resp = await self._roundtrip(proc, frame)
                 return self._result(resp, call_id)
             except asyncio.TimeoutError:
                 st.proc = None

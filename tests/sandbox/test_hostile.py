@@ -449,3 +449,26 @@ async def test_fallback_without_landlock_limits_are_as_documented(degraded, host
     r, _ = await attack(degraded, "def f(p):\n    open(p, 'w').write('x')\n    return 'ok'\n", {"p": path})
     assert r.ok
     os.unlink(path)
+
+
+async def test_hung_worker_is_replaced(own_pool):
+    pool = own_pool
+    stopped = pool.worker_pids()[0]
+    os.kill(stopped, signal.SIGSTOP)  # a worker that no longer answers: the first open to it times out
+    try:
+        prog = tool("def f():\n    return 'ok'\n")
+        sessions = [await pool.open_session(prog) for _ in range(3)]
+        for s in sessions:
+            assert (await pool.call(s, "m", "f", {})).output == "ok"
+            assert pool.worker_pid_of(s) != stopped
+    finally:
+        try:
+            os.kill(stopped, signal.SIGCONT)
+        except ProcessLookupError:
+            pass  # already killed by the pool, as it should be
+    deadline = time.monotonic() + 15
+    while stopped in pool.worker_pids() or not all(pool.worker_pids()):
+        assert time.monotonic() < deadline, "the hung worker was not replaced"
+        await asyncio.sleep(0.05)
+    for s in sessions:
+        await pool.close_session(s)

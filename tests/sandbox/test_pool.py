@@ -196,3 +196,17 @@ async def test_max_sessions_makes_open_wait():
         assert (await p.call(c, "m", "f", {})).ok
         await p.close_session(b)
         await p.close_session(c)
+
+
+async def test_python310_timeout_fallback():
+    from astra_verl.sandbox.pool import _Timeout310
+
+    with pytest.raises(asyncio.TimeoutError):
+        async with _Timeout310(0.05):
+            await asyncio.sleep(2)
+    async with _Timeout310(1.0):
+        await asyncio.sleep(0.01)
+    with pytest.raises(asyncio.CancelledError):  # a real cancellation is not turned into a timeout
+        async with _Timeout310(5.0):
+            asyncio.current_task().cancel()
+            await asyncio.sleep(1)

@@ -107,6 +107,13 @@ def describe_exception(exc: BaseException, program_files: set[str]) -> str:
     return (line[:1500] + where).strip()
 
 
+def _signature(fn) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
 def bad_args_detail(sig: inspect.Signature, kwargs: dict, exc: TypeError) -> str:
     """Every problem with the keywords at once (bind() reports only the first)."""
     params = sig.parameters
@@ -159,6 +166,7 @@ class Runtime:
         self.codes = codes  # name -> code object (modules that compiled)
         self.errors: dict[str, str] = dict(compile_errors)  # name -> load error message
         self.modules: dict[str, types.ModuleType] = {}
+        self.signatures: dict = {}  # function -> inspect.Signature (or None), computed once
         self.files = {f"<tool {n}>" for n in [*codes, *compile_errors]}
 
     # ------------------------------------------------------------------ loading
@@ -218,11 +226,18 @@ class Runtime:
             }
         return result
 
-    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+    def signature(self, fn) -> inspect.Signature | None:
         try:
-            sig = inspect.signature(fn)
-        except (TypeError, ValueError):
-            sig = None
+            return self.signatures[fn]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable callable object: not cached
+            return _signature(fn)
+        sig = self.signatures[fn] = _signature(fn)
+        return sig
+
+    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+        sig = self.signature(fn)
         if sig is not None:
             try:
                 sig.bind(**kwargs)

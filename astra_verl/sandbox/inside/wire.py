@@ -20,15 +20,19 @@ MAX_FDS_PER_READ = 8
 # `json.dumps` in its own process cannot break how its results are framed.
 _dumps = json.dumps
 _loads = json.loads
+_len = len
 
 
 class ProtocolError(Exception):
     """The peer sent something that is not a valid frame (too long, not JSON, not an object)."""
 
 
+def frame(payload: bytes) -> bytes:
+    return HEADER.pack(_len(payload)) + payload
+
+
 def encode(obj: dict) -> bytes:
-    payload = _dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace")
-    return HEADER.pack(len(payload)) + payload
+    return frame(_dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "replace"))
 
 
 class FrameBuffer:
