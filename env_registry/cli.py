@@ -30,6 +30,10 @@ DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
 
 
+class CliError(Exception):
+    """A usage or input error: printed as one line on stderr, exit status 2."""
+
+
 def _out(line: str = "") -> None:
     print(line, flush=True)
 
@@ -46,7 +50,7 @@ def _store(args: argparse.Namespace, mode: str = "r"):
     try:
         return EnvStore.open(args.store, mode)
     except FileNotFoundError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise CliError(f"{exc}") from None
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -69,7 +73,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         )
         store = _store(args, "a")
     except ValueError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise CliError(f"{exc}") from None
     added = dupes = broken = 0
     types: Counter = Counter()
     domains: Counter = Counter()
@@ -136,6 +140,9 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     from env_registry.validate import check_structure, parse_record, validate_stream
 
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise CliError(f"no such file: {', '.join(missing)}")
     store = _store(args, "a")
     rejects = _Rejects(args.rejects)
     totals: Counter = Counter()
@@ -181,7 +188,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                 flush(pending)
             total = len(store)
     except RuntimeError as exc:  # replay without a sandbox
-        raise SystemExit(f"error: {exc}") from None
+        raise CliError(f"{exc}") from None
     finally:
         rejects.close()
     mode = "structure only" if args.no_replay else "structure + replay"
@@ -208,7 +215,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         ids = ids[: args.limit]
     missing = [i for i in ids if i not in store]
     if missing:
-        raise SystemExit(f"error: not in the store: {missing[:5]}")
+        raise CliError(f"not in the store: {missing[:5]}")
     t0 = time.perf_counter()
     try:
         report = asyncio.run(
@@ -221,7 +228,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
         )
     except RuntimeError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise CliError(f"{exc}") from None
     dt = time.perf_counter() - t0
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
@@ -332,7 +339,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         matches = [i for i in store.ids() if i.startswith(env_id)] if len(env_id) >= 6 else []
         if len(matches) != 1:
             why = "is ambiguous" if matches else "matches no environment"
-            raise SystemExit(f"error: {env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
+            raise CliError(f"{env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
         env_id = matches[0]
     _out(json.dumps(store.get(env_id).model_dump(mode="json"), indent=2, ensure_ascii=False))
     return 0
@@ -352,8 +359,8 @@ def _mixer(args: argparse.Namespace, store):
     try:
         from astra_verl.rollout.mixing import build_mixer
     except ImportError as exc:
-        raise SystemExit(
-            f"error: --mixing {args.mixing} needs astra_verl.rollout.mixing (part of astra-verl), which is not "
+        raise CliError(
+            f"--mixing {args.mixing} needs astra_verl.rollout.mixing (part of astra-verl), which is not "
             f"available here ({exc}); install astra-verl, or export with --mixing none"
         ) from None
     opts: dict[str, Any] = {}
@@ -370,7 +377,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from env_registry.export import ExportConfig, ExportError, export_rows, write_export
 
     if args.max_prompt_length is not None and not args.tokenizer:
-        raise SystemExit("error: --max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
+        raise CliError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
     store = _store(args)
     domains = set(_csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
@@ -393,7 +400,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             store, envs, config=config, mixer=_mixer(args, store), tokenizer=tokenizer, progress=not args.quiet
         )
     except ExportError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise CliError(f"{exc}") from None
     folder = write_export(
         result, args.out, config, {"store": str(Path(args.store).resolve()), "tokenizer": args.tokenizer}
     )
@@ -512,7 +519,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except CliError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
 
 
 if __name__ == "__main__":
