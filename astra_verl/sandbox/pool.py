@@ -126,6 +126,16 @@ class _Timeout310:
         return False
 
 
+def _raise_fd_limit(needed: int) -> None:
+    """Lift this process's soft RLIMIT_NOFILE towards `needed` (never above the hard limit)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+
+
 def _resolve(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -434,6 +444,7 @@ class SandboxPool(Sandbox):
         self._check_loop()
         if self._started is None:
             self._started = self._loop.create_future()
+            _raise_fd_limit(4 * self.config.max_sessions + 256)  # a socket and a pidfd per session
             self._slots = asyncio.Semaphore(self.config.max_sessions)
             self._worker_ready = asyncio.Event()
             try:

@@ -8,13 +8,14 @@ Layers, in the order `confine()` applies them (each one is also useful alone):
 1. **uid drop** (only when running as root): the session gets its own unprivileged uid/gid and no
    supplementary groups, which clears every capability. Only then does RLIMIT_NPROC mean anything
    (the kernel exempts uid 0), and only then do file permissions (0700 homes, /etc/shadow) apply.
-2. **rlimits**: address space, CPU seconds (per session), file size, open files, processes /
+2. **not dumpable, no new privileges**: no same-uid process may ptrace it or read its memory.
+3. **rlimits**: address space, CPU seconds (per session), file size, open files, processes /
    threads (with the uid drop), no core dumps, no POSIX message queues.
-3. **Landlock** (Linux >= 5.13, if the LSM is enabled): the filesystem is read-only below the
+4. **Landlock** (Linux >= 5.13, if the LSM is enabled): the filesystem is read-only below the
    Python installation and the system library directories and read-write below the session's
    work dir only; nothing else can be opened. From ABI 4 TCP bind/connect are denied, from ABI 6
    signals and abstract unix sockets are scoped to the session.
-4. **seccomp** (mandatory): a BPF deny-list. Blocked with EPERM: new processes (fork, vfork,
+5. **seccomp** (mandatory): a BPF deny-list. Blocked with EPERM: new processes (fork, vfork,
    clone without CLONE_THREAD, execve[at]), every socket (socket, socketpair: "no network", and
    no abstract unix sockets to host daemons), signals to any process but itself, ptrace and
    process_vm_*, pidfd_*, namespaces and mounts, bpf, perf_event_open, userfaultfd, io_uring,
@@ -82,6 +83,7 @@ DENIED_SYSCALLS = tuple(
 
 CLONE_THREAD = 0x00010000
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 PR_CAP_AMBIENT = 47
@@ -326,6 +328,10 @@ def confine(
     ruleset = landlock_ruleset(landlock, read_paths, [workdir]) if landlock else None
     if uid is not None:
         drop_privileges(uid)
+    # Not dumpable: no other process of the same uid may ptrace it or read its /proc/<pid>/mem
+    # (the uid drop implies this; without it, e.g. not running as root, this is what does it).
+    _errcheck(_libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
+    no_new_privs()
     apply_rlimits(
         memory_mb=memory_mb,
         cpu_s=cpu_s,
@@ -333,7 +339,6 @@ def confine(
         open_files=open_files,
         nproc=threads if uid is not None else None,
     )
-    no_new_privs()
     if ruleset is not None:
         landlock_restrict(ruleset)
     apply_seccomp(os.getpid())

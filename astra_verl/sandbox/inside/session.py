@@ -103,7 +103,9 @@ def describe_exception(exc: BaseException, program_files: set[str]) -> str:
             break
     line = traceback.format_exception_only(type(exc), exc)[-1].strip()
     if isinstance(exc, SyntaxError) and exc.lineno:
-        where = f" (line {exc.lineno})"
+        where = f" (line {exc.lineno}: {exc.text.strip()[:200]})" if exc.text else f" (line {exc.lineno})"
+    if isinstance(exc, ModuleNotFoundError):
+        where += " -- only the Python standard library is available in the sandbox"
     return (line[:1500] + where).strip()
 
 

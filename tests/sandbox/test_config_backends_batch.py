@@ -1,10 +1,22 @@
-"""The synchronous batch helpers and the `astra.sandbox` config section."""
+"""The `astra.sandbox` config section, backend detection, and the synchronous batch helpers."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from astra_verl.sandbox import ErrorKind, Module, Program, SandboxConfig, run_calls, run_programs
+from astra_verl.sandbox import (
+    ErrorKind,
+    Module,
+    Program,
+    SandboxConfig,
+    SandboxUnavailable,
+    describe_isolation,
+    launch,
+    run_calls,
+    run_programs,
+)
 
 COUNTER = "_n = [0]\ndef bump(by=1):\n    _n[0] += by\n    return _n[0]\ndef fails():\n    raise ValueError('x')\n"
 
@@ -46,3 +58,31 @@ def test_config_from_omegaconf():
 
     node = OmegaConf.create({"astra": {"sandbox": {"workers": 1, "memory_mb": 256}}})
     assert SandboxConfig.from_dict(node.astra.sandbox) == SandboxConfig(workers=1, memory_mb=256)
+
+
+@pytest.fixture
+def no_cached_probe():
+    launch.bwrap_probe.cache_clear()
+    yield
+    launch.bwrap_probe.cache_clear()
+
+
+@pytest.mark.parametrize(
+    "binary, why", [(None, "bwrap not found on PATH"), ("/bin/false", "cannot create the sandbox here")]
+)
+def test_auto_falls_back_to_process_and_says_so(monkeypatch, caplog, no_cached_probe, binary, why):
+    monkeypatch.setattr(launch, "_bwrap_binary", lambda: binary)
+    with caplog.at_level(logging.WARNING, "astra_verl.sandbox"):
+        assert launch.resolve_backend("auto") == "process"
+    assert "bubblewrap unavailable" in caplog.text and why in caplog.text and "weaker 'process' backend" in caplog.text
+    with pytest.raises(SandboxUnavailable, match=why):
+        launch.resolve_backend("bwrap")
+    text = describe_isolation(SandboxConfig())
+    assert text.startswith("backend process (no namespaces: ") and why in text and "seccomp" in text
+
+
+def test_describe_isolation_names_the_layers():
+    text = describe_isolation(SandboxConfig(backend="process", memory_mb=300))
+    assert "backend process" in text and "AS=300 MiB" in text and "seccomp" in text
+    assert ("Landlock ABI" in text) == (launch.confine.landlock_abi() > 0)
+    assert "Landlock disabled by config" in describe_isolation(SandboxConfig(backend="process", landlock=False))
