@@ -92,6 +92,8 @@ def describe_exit(status: int | None, config: SandboxConfig) -> tuple[ErrorKind,
         except ValueError:
             name = f"signal {sig}"
         return ErrorKind.CRASH, f"the tool's process crashed ({name})."
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == wire.EXIT_CHANNEL_LOST:
+        return ErrorKind.FORBIDDEN, "the tool closed or broke the sandbox's result channel."
     if os.WIFEXITED(status):
         return ErrorKind.CRASH, f"the tool ended its own process (exit status {os.WEXITSTATUS(status)}, e.g. os._exit)."
     return ErrorKind.CRASH, f"the tool's process ended unexpectedly (wait status {status})."
@@ -193,11 +195,15 @@ class _SessionProc:
         if self.writer is not None:
             self.writer.close()
 
-    async def exit_status(self) -> int | None:
+    async def lost(self, config: SandboxConfig) -> tuple[ErrorKind, str]:
+        """Why the channel to this process ended: its exit status (which the worker reports just
+        after the process dies), or, if it is still alive, that the tool broke the channel."""
         try:
-            return await asyncio.wait_for(asyncio.shield(self.exit), EXIT_STATUS_WAIT_S)
+            status = await asyncio.wait_for(asyncio.shield(self.exit), EXIT_STATUS_WAIT_S)
         except asyncio.TimeoutError:
-            return None
+            self.kill()
+            return ErrorKind.FORBIDDEN, "the tool closed or broke the sandbox's result channel and was stopped."
+        return describe_exit(status, config)
 
 
 class _Worker:
@@ -580,13 +586,17 @@ class SandboxPool(Sandbox):
                 proc.close()
                 st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
                 return
-            except (asyncio.IncompleteReadError, ConnectionError, wire.ProtocolError):
-                status = await proc.exit_status()
+            except wire.ProtocolError:
                 proc.close()
-                if status is None and not worker.alive:
+                st.fatal = "the program interfered with the sandbox while loading"
+                return
+            except (asyncio.IncompleteReadError, ConnectionError):
+                kind, why = await proc.lost(self.config)
+                proc.close()
+                if not worker.alive:
                     last = SandboxError(f"sandbox worker {worker.slot} died while starting a session")
                     continue
-                st.fatal = f"the program crashed while loading: {describe_exit(status, self.config)[1]}"
+                st.fatal = f"the program failed while loading: {why}"
                 return
             if ready.get("op") == "fatal":
                 proc.close()
@@ -671,9 +681,8 @@ class SandboxPool(Sandbox):
                 )
             except (asyncio.IncompleteReadError, ConnectionError):
                 st.proc = None
-                status = await proc.exit_status()
+                kind, why = await proc.lost(self.config)
                 proc.close()
-                kind, why = describe_exit(status, self.config)
                 return _failure(kind, f"{why} {RESET_NOTE}")
             except wire.ProtocolError as exc:
                 st.proc = None

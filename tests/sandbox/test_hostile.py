@@ -284,6 +284,20 @@ async def test_tampering_with_the_result_channel(pool):
     assert r.error_kind is ErrorKind.FORBIDDEN and "result channel" in r.message and health == "1"
 
 
+async def test_closing_the_result_channel(pool):
+    src = "import os\ndef f():\n    for fd in range(3, 64):\n        try:\n            os.close(fd)\n        except OSError:\n            pass\n"
+    r, health = await attack(pool, src)
+    assert r.error_kind is ErrorKind.FORBIDDEN and "result channel" in r.message and health == "1"
+
+
+async def test_tampering_while_loading(pool):
+    src = "import os\nfor fd in range(3, 64):\n    try:\n        os.write(fd, b'\\x00\\x00\\x00\\x03abc')\n    except OSError:\n        pass\n"
+    s = await pool.open_session(Program((Module("m", src),)))
+    r = await pool.call(s, "m", "f", {})
+    assert r.error_kind is ErrorKind.LOAD_ERROR and "interfered" in r.message
+    await pool.close_session(s)
+
+
 # ------------------------------------------------------------------ sessions vs sessions
 POISON = """
 import builtins, json, math

@@ -271,9 +271,9 @@ class Runtime:
         while True:
             try:
                 frame = wire.recv(self.sock, buf)
-            except (OSError, wire.ProtocolError):
-                return
-            if frame is None:
+            except (OSError, wire.ProtocolError):  # the tool closed or garbled its own channel
+                os._exit(wire.EXIT_CHANNEL_LOST)
+            if frame is None:  # the pool closed the session
                 return
             req, _ = frame
             args = req.get("a")
@@ -282,7 +282,10 @@ class Runtime:
             else:
                 resp = self.call(str(req.get("m")), str(req.get("f")), args)
             resp["id"] = req.get("id")
-            wire.send(self.sock, resp)
+            try:
+                wire.send(self.sock, resp)
+            except OSError:
+                os._exit(wire.EXIT_CHANNEL_LOST)
 
 
 def reroot_imports(dirs: list[str], fds: list[int]) -> None:

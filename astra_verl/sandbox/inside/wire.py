@@ -14,6 +14,7 @@ import struct
 from collections import deque
 
 HEADER = struct.Struct("!I")
+EXIT_CHANNEL_LOST = 75  # a session process's exit status when its channel to the pool broke
 MAX_FDS_PER_READ = 8
 
 # Bound here, at import time (before any tool code runs), so a tool that monkeypatches
