@@ -21,6 +21,7 @@ Any alias matching is a match.
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from functools import lru_cache
@@ -37,6 +38,9 @@ _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 _MAX_UNIT_WORDS = 3
 
 
+# The reward checks every call's output against every sub-answer of a trajectory, so the same
+# text is scanned many times: scans are cached per text.
+@lru_cache(maxsize=8192)
 def normalize_text(text: str) -> str:
     text = unicodedata.normalize("NFKC", text).casefold()
     return " " + _NON_ALNUM.sub(" ", text).strip() + " "
@@ -47,17 +51,23 @@ def _rational(literal: str) -> sympy.Rational:
     return sympy.Rational(literal)
 
 
-def numbers_in(text: str) -> list[sympy.Rational]:
-    """Every number the text states, as exact rationals (thousands separators read both ways)."""
-    out: list[sympy.Rational] = []
+@lru_cache(maxsize=8192)
+def _number_literals(text: str) -> tuple[tuple[str, float], ...]:
+    """Every number literal the text states with its float value (thousands separators read both ways)."""
+    out: list[str] = []
     for m in _NUMBER.finditer(text):
         literal = m.group(0)
         if "," in literal:
-            out.append(_rational(literal.replace(",", "")))
-            out.extend(_rational(part) for part in literal.split(",") if part.strip("+-"))
+            out.append(literal.replace(",", ""))
+            out.extend(part for part in literal.split(",") if part.strip("+-"))
         else:
-            out.append(_rational(literal))
-    return out
+            out.append(literal)
+    return tuple((lit, float(lit)) for lit in out)
+
+
+def numbers_in(text: str) -> list[sympy.Rational]:
+    """Every number the text states, as exact rationals (thousands separators read both ways)."""
+    return [_rational(lit) for lit, _ in _number_literals(text)]
 
 
 def answer_number(answer: str) -> sympy.Rational | None:
@@ -78,10 +88,23 @@ def _close(a: sympy.Rational, b: sympy.Rational, rule: AnswerRule) -> bool:
     return abs(a - b) <= tol
 
 
+def _number_in_text(number: sympy.Rational, text: str, rule: AnswerRule) -> bool:
+    # Floats reject the clear misses cheaply; only candidates near the tolerance boundary (or
+    # values floats cannot hold) are decided exactly, so the result equals the exact test.
+    a = float(number)
+    slack = max(rule.abs_tol, rule.rel_tol * abs(a)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
+    for literal, b in _number_literals(text):
+        if math.isfinite(a) and math.isfinite(b) and abs(a - b) > slack:
+            continue
+        if _close(number, _rational(literal), rule):
+            return True
+    return False
+
+
 def _one_in_text(answer: str, text: str, rule: AnswerRule) -> bool:
     number = None if rule.kind == "text" else answer_number(answer)
     if number is not None:
-        return any(_close(number, found, rule) for found in numbers_in(text))
+        return _number_in_text(number, text, rule)
     if rule.kind == "numeric":
         return False
     needle = normalize_text(answer)

@@ -21,6 +21,8 @@ def primary_config(path: Path) -> str:
 
 def leaves(d, prefix=""):
     for k, v in d.items():
+        if not prefix and k == "defaults":
+            continue  # Hydra's composition list, not a setting
         key = f"{prefix}{k}"
         if isinstance(v, dict):
             yield from leaves(v, key + ".")
