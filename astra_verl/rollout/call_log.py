@@ -66,6 +66,8 @@ class EpisodeLog:
     user_turns: int = 0  # injected user messages (from the interaction hook)
     final_answer: str = ""  # content of the last assistant turn without tool calls
     terminated_by: Termination | None = None
+    hook: str | None = None  # the environment-interaction hook that ran the episode
+    hook_state: dict[str, Any] = field(default_factory=dict)  # its final state (`on_end`), JSON-able
     version: int = CALL_LOG_VERSION
 
     # -- counters used by reward_extra_info and metrics ---------------------------------
@@ -124,6 +126,8 @@ class EpisodeLog:
                 user_turns=int(d.get("user_turns", 0)),
                 final_answer=str(d.get("final_answer") or ""),
                 terminated_by=Termination(term) if term else None,
+                hook=d.get("hook"),
+                hook_state=dict(d.get("hook_state") or {}),
                 version=CALL_LOG_VERSION,
             )
         except KeyError as exc:

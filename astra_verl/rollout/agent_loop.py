@@ -1,0 +1,492 @@
+"""`astra_tool_agent`: verl's multi-turn tool rollout with per-sample, sandboxed tool code.
+
+verl's `ToolAgentLoop` loads one tool set per worker; ASTRA gives every sample its own
+environment, whose tools are model-written code. This loop builds each sample's tools from the
+environment its row references (`extra_info.astra`, see `env_registry.rows`), runs every call
+in a fresh sandbox session of that episode (the G rollouts of a group never share tool state),
+and writes an `EpisodeLog` (`call_log.py`) for the reward.
+
+States (an explicit machine, as in verl's loop):
+
+    PENDING ──> GENERATING ──(calls)──> PROCESSING_TOOLS ──> GENERATING ...
+                    │                         └──(hook: end / all solved / length)──> TERMINATED
+                    └──(no calls)──> INTERACTING ──(hook gives a user turn)──> GENERATING
+                                          └──(otherwise)──> TERMINATED
+
+- PENDING: hook `on_start`, initial tokens with the shown tools' schemas.
+- GENERATING: one assistant turn (mask 1), parsed by a reporting parser; ends the episode at
+  `rollout.response_length` or, for a turn that has calls, at `multi_turn.max_assistant_turns`.
+- PROCESSING_TOOLS: every call attempt in order: unknown tool, malformed call, schema
+  violation or a failed sandbox call becomes a tool message the model reads and a log entry;
+  calls beyond `max_parallel_calls` are answered "not executed" (`skipped`, not charged).
+  Calls of one turn run sequentially, in the order written (tool state is deterministic).
+- INTERACTING: hook `on_assistant_end`; it may deliver another user turn (mask 0).
+Injected tokens (tool messages, user turns) have mask 0; `response_mask` is 1 exactly on the
+tokens the model generated (verl's continuous-token bookkeeping keeps that exact).
+
+Termination reasons: `no_tool_call`, `max_turns`, `max_length`, `all_solved`
+(`astra.rollout.stop_when_all_solved`: every tool-needing sub-question solved), `hook`.
+A sandbox *infrastructure* failure (not a tool failure) raises: scoring it as a model error
+would train on noise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.utils.profiler import simple_timer
+from verl.workers.rollout.replica import TokenOutput
+
+from astra_verl.reward.solved import solved_by_call
+from env_registry.rows import RowInfo, ToolRef
+from env_registry.spec import EnvSpec, RewardTarget
+
+# A module reference, not names: importing tool_parser first imports verl, whose plugin loader
+# imports this module while tool_parser is still half-initialised.
+from . import tool_parser as parsing
+from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from .config import read_configs
+from .hooks import EnvironmentHook, HookAction, HookError, create_hook
+from .toolset import EpisodeTool, ToolCatalog, Toolset
+
+logger = logging.getLogger(__name__)
+logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
+
+AGENT_NAME = "astra_tool_agent"
+MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log
+
+_CATALOG = ToolCatalog()
+_WARNED_WORKER_TOOLS = False
+
+
+class State(Enum):
+    PENDING = "pending"
+    GENERATING = "generating"
+    PROCESSING_TOOLS = "processing_tools"
+    INTERACTING = "interacting"
+    TERMINATED = "terminated"
+
+
+def truncate(text: str, limit: int, side: str) -> str:
+    """At most `limit` characters of `text` (plus a marker), cut on `side` (left, right, middle)."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    if side == "left":
+        return "...(truncated)" + text[-limit:]
+    if side == "right":
+        return text[:limit] + "...(truncated)"
+    head = limit // 2
+    return text[:head] + "...(truncated)..." + text[len(text) - (limit - head) :]
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@dataclass
+class Episode:
+    """The state of one rollout; also the `EpisodeView` hooks read."""
+
+    request_id: str
+    row: RowInfo
+    env: EnvSpec
+    target: RewardTarget
+    hook: EnvironmentHook
+    toolset: Toolset
+    log: EpisodeLog
+    messages: list[dict[str, Any]]
+    shown: list[str]
+    session: Any = None
+    prompt_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    response_logprobs: list[float] = field(default_factory=list)
+    turn: parsing.ParsedTurn | None = None
+    solved: set[str] = field(default_factory=set)
+    context_rounds: int = 0  # tool-result rounds and injected user turns (verl's num_turns counts them)
+    turn_scores: list[float] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    server_fields: dict[str, Any] = field(default_factory=dict)
+    routed_experts: Any = None
+
+    @property
+    def shown_tools(self) -> list[str]:
+        return list(self.shown)
+
+    def tool_schemas(self, refs: list[ToolRef] | tuple[ToolRef, ...]) -> list[dict[str, Any]]:
+        return self.toolset.schemas([r.name for r in refs])
+
+    @property
+    def tool_needing(self) -> set[str]:
+        return {q.id for q in self.target.sub_questions if q.needs_tool}
+
+
+@register(AGENT_NAME)
+class AstraToolAgentLoop(AgentLoopBase):
+    """See the module docstring. Built by verl per trajectory; settings are read per instance."""
+
+    def __init__(self, *args, tools: Any = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        global _WARNED_WORKER_TOOLS
+        if tools is not None and getattr(tools, "tools", None) and not _WARNED_WORKER_TOOLS:
+            _WARNED_WORKER_TOOLS = True
+            logger.warning(
+                "astra_tool_agent ignores the %d worker-wide tools of multi_turn.tool_config_path/"
+                "function_tool_path: its tools come from each row's environment",
+                len(tools.tools),
+            )
+        self.settings, self.limits = read_configs(self.config)
+        parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
+        self.parser = parsing.reporting_parser(parser_name, self.tokenizer)
+        self.sandbox_config = _sandbox_config(self.config)
+        self.sandbox: Any = None  # the process's shared pool, bound to the running event loop in `run`
+
+    # -- entry point ---------------------------------------------------------------------
+    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+        from astra_verl.sandbox import shared_sandbox
+
+        self.sandbox = shared_sandbox(self.sandbox_config)
+        ep = await self._new_episode(kwargs)
+        try:
+            with simple_timer("tool_calls", ep.metrics):
+                ep.session = await self.sandbox.open_session(ep.toolset.program)
+            state = State.PENDING
+            while state is not State.TERMINATED:
+                state = await self._step(state, ep, sampling_params)
+            ep.log.hook_state = await ep.hook.on_end(ep)
+        finally:
+            if ep.session is not None:
+                await self.sandbox.close_session(ep.session)
+        return self._output(ep)
+
+    async def _step(self, state: State, ep: Episode, sampling_params: dict[str, Any]) -> State:
+        if state is State.PENDING:
+            return await self._handle_pending(ep)
+        if state is State.GENERATING:
+            return await self._handle_generating(ep, sampling_params)
+        if state is State.PROCESSING_TOOLS:
+            return await self._handle_processing_tools(ep)
+        if state is State.INTERACTING:
+            return await self._handle_interacting(ep)
+        raise RuntimeError(f"astra_tool_agent: no handler for state {state}")
+
+    async def _new_episode(self, kwargs: dict[str, Any]) -> Episode:
+        extra_info = kwargs.get("extra_info") or {}
+        row = RowInfo.from_extra_info(extra_info)
+        interaction_kwargs = kwargs.get("interaction_kwargs") or extra_info.get("interaction_kwargs") or {}
+        try:
+            hook = create_hook(
+                interaction_kwargs,
+                default=self.settings.default_hook,
+                interaction_config_path=self.settings.interaction_config_path,
+            )
+        except HookError as exc:
+            raise HookError(f"row of environment {row.env_id}: {exc}") from exc
+        toolset = _CATALOG.toolset(row, hook.tool_pool())
+        return Episode(
+            request_id=uuid4().hex,
+            row=row,
+            env=_CATALOG.spec(row.store, row.env_id),
+            target=_CATALOG.target(row.store, row.env_id),
+            hook=hook,
+            toolset=toolset,
+            log=EpisodeLog(env_id=row.env_id, hook=hook.name or None),
+            messages=list(kwargs["raw_prompt"]),
+            shown=list(toolset.initially_shown),
+        )
+
+    # -- PENDING -------------------------------------------------------------------------
+    async def _handle_pending(self, ep: Episode) -> State:
+        action = await ep.hook.on_start(ep)
+        if action is not None:
+            self._reveal(ep, action.add_tools)
+            if action.user_message:
+                ep.messages.append({"role": "user", "content": action.user_message})
+            if action.turn_score is not None:
+                ep.turn_scores.append(action.turn_score)
+        ep.prompt_ids = await self.ct_build_initial_tokens(ep.messages, tools=self._schemas(ep))
+        if action is not None and action.terminate:
+            return self._terminate(ep, Termination.HOOK)
+        return State.GENERATING
+
+    # -- GENERATING ----------------------------------------------------------------------
+    async def _handle_generating(self, ep: Episode, sampling_params: dict[str, Any]) -> State:
+        if self.parser.stop_token_ids:
+            stops = sorted(set((sampling_params.get("stop_token_ids") or []) + self.parser.stop_token_ids))
+            sampling_params = {**sampling_params, "stop_token_ids": stops}
+        with simple_timer("generate_sequences", ep.metrics):
+            output: TokenOutput = await self.server_manager.generate(
+                request_id=ep.request_id, prompt_ids=ep.prompt_ids, sampling_params=sampling_params
+            )
+        self._absorb_server_output(ep, output)
+        use_logprobs = bool(ep.response_logprobs or output.log_probs)
+        merge, mask, logprobs = await self.ct_merge_assistant_token(
+            ep.prompt_ids,
+            output.token_ids,
+            ep.response_mask,
+            ep.response_logprobs if use_logprobs else None,
+            assistant_logprobs=output.log_probs or None,
+        )
+        ep.prompt_ids, ep.response_mask = merge.token_ids, mask
+        if logprobs is not None:
+            ep.response_logprobs = logprobs
+        ep.log.assistant_turns += 1
+
+        if len(ep.response_mask) >= self.limits.response_length:
+            return self._terminate(ep, Termination.MAX_LENGTH)
+        ep.turn = self.parser.parse(output.token_ids)
+        ep.messages.append(self._assistant_message(ep.turn))
+        if not ep.turn.has_calls:
+            ep.log.final_answer = ep.turn.content
+            return State.INTERACTING
+        if self._turns_exhausted(ep):
+            return self._terminate(ep, Termination.MAX_TURNS)
+        return State.PROCESSING_TOOLS
+
+    def _absorb_server_output(self, ep: Episode, output: TokenOutput) -> None:
+        preempted = output.num_preempted if output.num_preempted is not None else 0
+        ep.metrics["num_preempted"] = ep.metrics.get("num_preempted", 0) + preempted
+        if not ep.server_fields:
+            ep.server_fields.update(output.extra_fields)
+        elif output.extra_fields.get("max_global_steps") is not None:
+            ep.server_fields["max_global_steps"] = output.extra_fields["max_global_steps"]
+        if output.routed_experts is not None:
+            ep.routed_experts = output.routed_experts
+
+    @staticmethod
+    def _assistant_message(turn: parsing.ParsedTurn) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": turn.content}
+        calls = [
+            {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in turn.calls if c.ok
+        ]
+        if calls:
+            message["tool_calls"] = calls
+        return message
+
+    def _turns_exhausted(self, ep: Episode) -> bool:
+        cap = self.limits.max_assistant_turns
+        return cap is not None and ep.log.assistant_turns >= cap
+
+    # -- PROCESSING_TOOLS ----------------------------------------------------------------
+    async def _handle_processing_tools(self, ep: Episode) -> State:
+        assert ep.turn is not None
+        previous = list(ep.messages)
+        pending_user: list[str] = []
+        terminate = False
+        with simple_timer("tool_calls", ep.metrics):
+            for index, call in enumerate(ep.turn.calls):
+                record, text = await self._run_call(ep, index, call)
+                ep.log.calls.append(record)
+                message = {"role": "tool", "content": text}
+                if record.tool:
+                    message["name"] = record.tool
+                ep.messages.append(message)
+                if record.status is CallStatus.SKIPPED:
+                    continue
+                action = await ep.hook.on_tool_result(ep, record)
+                if action is not None:
+                    terminate |= self._apply_midturn(ep, action, pending_user)
+        for content in pending_user:
+            ep.messages.append({"role": "user", "content": content})
+            ep.log.user_turns += 1
+        if not await self._merge_context(ep, previous):
+            return self._terminate(ep, Termination.MAX_LENGTH)
+        if terminate:
+            return self._terminate(ep, Termination.HOOK)
+        if self.settings.stop_when_all_solved and ep.tool_needing and ep.tool_needing <= ep.solved:
+            return self._terminate(ep, Termination.ALL_SOLVED)
+        return State.GENERATING
+
+    def _apply_midturn(self, ep: Episode, action: HookAction, pending_user: list[str]) -> bool:
+        self._reveal(ep, action.add_tools)
+        if action.turn_score is not None:
+            ep.turn_scores.append(action.turn_score)
+        if action.user_message:
+            pending_user.append(action.user_message)  # after this turn's tool messages
+        return action.terminate
+
+    async def _run_call(self, ep: Episode, index: int, call: parsing.ParsedCall) -> tuple[CallRecord, str]:
+        """Validate and execute one call attempt; returns its log record and the tool message text."""
+        turn = ep.log.assistant_turns
+
+        def reject(status: CallStatus, kind: str | None, text: str, tool: EpisodeTool | None = None):
+            observed = truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side)
+            args = call.arguments if call.arguments is not None else call.raw[:MAX_LOGGED_RAW_CHARS]
+            record = CallRecord(
+                turn=turn,
+                index=index,
+                tool=call.name,
+                arguments=args,
+                status=status,
+                error_kind=kind,
+                output=observed,
+                output_sha=_digest(text),
+                distractor=tool.distractor if tool else False,
+                source_env=tool.env_id if tool else None,
+            )
+            return record, self._format(call.name, False, observed)
+
+        if index >= self.limits.max_parallel_calls:
+            return reject(
+                CallStatus.SKIPPED,
+                None,
+                f"Not executed: at most {self.limits.max_parallel_calls} tool calls are run per turn.",
+            )
+        if not call.ok:
+            return reject(CallStatus.BAD_JSON, call.error_kind, f"Error ({call.error_kind}): {call.error}")
+        tool = ep.toolset.tools.get(call.name) if call.name in ep.shown else None
+        if tool is None:
+            return reject(
+                CallStatus.UNKNOWN_TOOL,
+                None,
+                f"Error (unknown_tool): there is no tool named {call.name!r}. Available tools: {', '.join(ep.shown)}.",
+            )
+        problem = tool.check(call.arguments)
+        if problem is not None:
+            keyword, why = problem
+            return reject(
+                CallStatus.SCHEMA_ERROR,
+                keyword,
+                f"Error (schema_error): arguments of {tool.name!r} do not match its parameters: {why}",
+                tool,
+            )
+
+        t0 = time.perf_counter()
+        result = await self.sandbox.call(ep.session, tool.module, tool.function, call.arguments)
+        elapsed = time.perf_counter() - t0
+        text = result.text
+        observed = truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side)
+        record = CallRecord(
+            turn=turn,
+            index=index,
+            tool=tool.name,
+            arguments=call.arguments,
+            status=CallStatus.OK if result.ok else CallStatus.TOOL_ERROR,
+            error_kind=None if result.ok else (result.error_kind.value if result.error_kind else "error"),
+            output=observed,
+            output_sha=_digest(text),
+            distractor=tool.distractor,
+            source_env=tool.env_id,
+            elapsed_s=elapsed,
+        )
+        record.solved = [q for q in solved_by_call(record, ep.target) if q not in ep.solved]
+        ep.solved.update(record.solved)
+        return record, self._format(tool.name, result.ok, observed)
+
+    def _format(self, tool: str | None, ok: bool, observed: str) -> str:
+        if self.settings.tool_message_format == "text":
+            return observed
+        body: dict[str, Any] = {"tool": tool, "status": "ok" if ok else "error"}
+        body["output" if ok else "error"] = observed
+        return json.dumps(body, ensure_ascii=False)
+
+    # -- INTERACTING ---------------------------------------------------------------------
+    async def _handle_interacting(self, ep: Episode) -> State:
+        assert ep.turn is not None
+        action = await ep.hook.on_assistant_end(ep, ep.log.final_answer)
+        if action is None:
+            return self._terminate(ep, Termination.NO_TOOL_CALL)
+        self._reveal(ep, action.add_tools)
+        if action.turn_score is not None:
+            ep.turn_scores.append(action.turn_score)
+        if not action.terminate and not action.user_message:
+            return self._terminate(ep, Termination.NO_TOOL_CALL)
+        if not action.terminate and (self._turns_exhausted(ep) or self._user_turns_exhausted(ep)):
+            return self._terminate(ep, Termination.MAX_TURNS)
+        if action.user_message:
+            previous = list(ep.messages)
+            ep.messages.append({"role": "user", "content": action.user_message})
+            ep.log.user_turns += 1
+            if not await self._merge_context(ep, previous):
+                return self._terminate(ep, Termination.MAX_LENGTH)
+        if action.terminate:
+            return self._terminate(ep, Termination.HOOK)
+        return State.GENERATING
+
+    def _user_turns_exhausted(self, ep: Episode) -> bool:
+        cap = self.limits.max_user_turns
+        return cap is not None and ep.log.user_turns >= cap
+
+    # -- shared pieces -------------------------------------------------------------------
+    def _schemas(self, ep: Episode) -> list[dict[str, Any]]:
+        return ep.toolset.schemas(ep.shown)
+
+    def _reveal(self, ep: Episode, refs: tuple[ToolRef, ...]) -> None:
+        for ref in refs:
+            tool = ep.toolset.tools.get(ref.name)
+            if tool is None or (tool.env_id, tool.distractor) != (ref.env_id, ref.distractor):
+                raise HookError(
+                    f"hook {ep.hook.name!r} adds tool {ref} that its tool_pool() did not declare "
+                    "(tools a hook adds must be loaded at episode start)"
+                )
+            if ref.name not in ep.shown:
+                ep.shown.append(ref.name)
+
+    async def _merge_context(self, ep: Episode, previous: list[dict[str, Any]]) -> bool:
+        """Append the new context messages' tokens (mask 0); False when they overflow the response."""
+        merge, mask, logprobs = await self.ct_merge_context_msg(
+            previous,
+            ep.messages,
+            ep.prompt_ids,
+            ep.response_mask,
+            ep.response_logprobs or None,
+            tools=self._schemas_at_start(ep),
+        )
+        if len(mask) >= self.limits.response_length:
+            return False
+        ep.prompt_ids, ep.response_mask = merge.token_ids, mask
+        if ep.response_logprobs:
+            ep.response_logprobs = logprobs or []
+        ep.context_rounds += 1
+        return True
+
+    @staticmethod
+    def _schemas_at_start(ep: Episode) -> list[dict[str, Any]]:
+        # Context deltas are rendered against a synthetic prefix; the tool list only has to be the
+        # same for both renders of one merge, and the prompt's own list is what the model saw.
+        return ep.toolset.schemas(ep.toolset.initially_shown)
+
+    @staticmethod
+    def _terminate(ep: Episode, reason: Termination) -> State:
+        ep.log.terminated_by = reason
+        return State.TERMINATED
+
+    def _output(self, ep: Episode) -> AgentLoopOutput:
+        n_resp = len(ep.response_mask)
+        prompt_ids = ep.prompt_ids[: len(ep.prompt_ids) - n_resp]
+        response_ids = ep.prompt_ids[len(ep.prompt_ids) - n_resp :]
+        cap = self.limits.response_length
+        ep.metrics.setdefault("num_preempted", -1)
+        extra = dict(ep.server_fields)
+        extra.update(ep.log.to_extra_fields())
+        extra.update(turn_scores=ep.turn_scores, tool_rewards=[])
+        return AgentLoopOutput(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids[:cap],
+            response_mask=ep.response_mask[:cap],
+            response_logprobs=ep.response_logprobs[:cap] if ep.response_logprobs else None,
+            routed_experts=(ep.routed_experts[: len(prompt_ids) + cap] if ep.routed_experts is not None else None),
+            num_turns=1 + ep.log.assistant_turns + ep.context_rounds,
+            metrics=ep.metrics,
+            extra_fields=extra,
+        )
+
+
+def _sandbox_config(trainer_config: Any) -> Any:
+    """`astra.sandbox` as the sandbox's own config (validated there; unknown keys are errors)."""
+    from omegaconf import OmegaConf
+
+    from astra_verl.sandbox import SandboxConfig
+
+    section = OmegaConf.select(trainer_config, "astra.sandbox", default=None)
+    if section is not None:
+        section = OmegaConf.to_container(section, resolve=True)
+    return SandboxConfig.from_dict(section)

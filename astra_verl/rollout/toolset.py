@@ -1,0 +1,180 @@
+"""Per-sample tools: a row's `ToolRef`s resolved into callable, schema-checked sandbox tools.
+
+A row lists the episode's tools in prompt order (`RowInfo.tools`: its own tools and
+distractors from other environments). Each becomes an `EpisodeTool`: the name the model sees
+and calls (the tool's own name), the sandbox module holding its code, and a compiled JSON
+Schema validator for its arguments. Every tool's code is one sandbox module named
+`<tool>__<env id prefix>`, so two environments' tools with the same name, or a tool named like
+a standard module (`math`, `json`), never clash inside a session.
+
+Errors here are data errors (the export or the store is wrong), raised as `ToolsetError`
+naming the row's environment and the tool: two shown tools with the same name (the mixer must
+prevent that), a tool missing from its environment, an invalid JSON Schema.
+
+Specs, validators and whole toolsets are cached per process: the G rollouts of a group share
+the row, so they share its (immutable) toolset; each episode still gets its own sandbox
+session, hence fresh tool state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import best_match
+
+from astra_verl.sandbox.protocol import Module, Program
+from env_registry.rows import RowInfo, ToolRef
+from env_registry.spec import EnvSpec, RewardTarget
+
+_IDENT = re.compile(r"[^0-9A-Za-z_]")
+
+
+class ToolsetError(ValueError):
+    """The row's tools cannot be built (a data error in the export or the store)."""
+
+
+@dataclass(frozen=True)
+class EpisodeTool:
+    name: str  # what the model sees and calls
+    module: str  # sandbox module holding the code
+    function: str  # the callable inside the module (the tool's own name)
+    env_id: str  # environment the code comes from
+    distractor: bool
+    schema: dict[str, Any]  # OpenAI function schema shown in the prompt
+    validator: Any  # compiled jsonschema validator of the arguments
+
+    def check(self, arguments: dict[str, Any]) -> tuple[str, str] | None:
+        """None when the arguments match the schema, else (failing keyword, model-readable reason)."""
+        error = best_match(self.validator.iter_errors(arguments))
+        if error is None:
+            return None
+        where = "arguments" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
+        return str(error.validator), f"{where}: {error.message}"
+
+
+def module_name(tool_name: str, env_id: str, prefix_len: int = 8) -> str:
+    return f"{_IDENT.sub('_', tool_name)}__{_IDENT.sub('_', env_id[:prefix_len])}"
+
+
+@dataclass(frozen=True)
+class Toolset:
+    """An episode's tools: `tools` holds every loaded tool, `initially_shown` the prompt's ones."""
+
+    env_id: str
+    tools: dict[str, EpisodeTool]
+    initially_shown: tuple[str, ...]
+    program: Program
+
+    def schemas(self, names: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
+        return [self.tools[n].schema for n in names]
+
+
+class ToolCatalog:
+    """Process-wide caches of stores, specs, validators and built toolsets."""
+
+    def __init__(self, max_toolsets: int = 4096):
+        self._stores: dict[str, Any] = {}
+        self._targets: dict[tuple[str, str], RewardTarget] = {}
+        self._validators: dict[tuple[str, str], Any] = {}
+        self._toolsets: OrderedDict[tuple, Toolset] = OrderedDict()
+        self._max_toolsets = max_toolsets
+
+    # -- specs -------------------------------------------------------------------------
+    def store(self, location: str) -> Any:
+        if location not in self._stores:
+            from env_registry.store import EnvStore
+
+            self._stores[location] = EnvStore.open(location)
+        return self._stores[location]
+
+    def spec(self, location: str, env_id: str) -> EnvSpec:
+        return self.store(location).get(env_id)  # the store keeps an LRU of parsed specs
+
+    def target(self, location: str, env_id: str) -> RewardTarget:
+        key = (location, env_id)
+        if key not in self._targets:
+            self._targets[key] = self.spec(location, env_id).reward_target()
+        return self._targets[key]
+
+    # -- tools -------------------------------------------------------------------------
+    def _validator(self, env_id: str, tool_name: str, parameters: dict[str, Any]) -> Any:
+        key = (env_id, tool_name)
+        if key not in self._validators:
+            cls = jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator)
+            try:
+                cls.check_schema(parameters)
+            except jsonschema.SchemaError as exc:
+                raise ToolsetError(
+                    f"environment {env_id}: tool {tool_name!r} has an invalid JSON Schema ({exc.message}); "
+                    "re-validate the environment"
+                ) from exc
+            self._validators[key] = cls(parameters)
+        return self._validators[key]
+
+    def toolset(self, row: RowInfo, extra: list[ToolRef] | tuple[ToolRef, ...] = ()) -> Toolset:
+        """The row's tools (shown) plus `extra` (loaded hidden, e.g. a hook's tool pool)."""
+        key = (row.store, row.env_id, tuple(row.tools), tuple(extra))
+        cached = self._toolsets.get(key)
+        if cached is not None:
+            self._toolsets.move_to_end(key)
+            return cached
+        shown_names = [r.name for r in row.tools]
+        dupes = sorted({n for n in shown_names if shown_names.count(n) > 1})
+        if dupes:
+            raise ToolsetError(
+                f"row of environment {row.env_id} shows several tools named {dupes}; names must be unique "
+                "(the mixer must not pick a distractor named like a shown tool)"
+            )
+        tools: dict[str, EpisodeTool] = {}
+        modules: dict[str, Module] = {}
+        for ref in row.tools:
+            if ref.distractor == (ref.env_id == row.env_id):
+                raise ToolsetError(
+                    f"row of environment {row.env_id}: tool {ref.name!r} of {ref.env_id} is marked "
+                    f"distractor={ref.distractor}; distractors, and only they, come from other environments"
+                )
+            tools[ref.name] = self._episode_tool(row, ref, modules)
+        for ref in extra:
+            if ref.name in tools:
+                if (tools[ref.name].env_id, tools[ref.name].distractor) == (ref.env_id, ref.distractor):
+                    continue  # the hook's pool repeats a shown tool
+                raise ToolsetError(f"row of environment {row.env_id}: the hook's tool {ref} clashes with a shown tool")
+            tools[ref.name] = self._episode_tool(row, ref, modules)
+        toolset = Toolset(row.env_id, tools, tuple(shown_names), Program(tuple(modules.values())))
+        self._toolsets[key] = toolset
+        if len(self._toolsets) > self._max_toolsets:
+            self._toolsets.popitem(last=False)
+        return toolset
+
+    def _episode_tool(self, row: RowInfo, ref: ToolRef, modules: dict[str, Module]) -> EpisodeTool:
+        spec = self.spec(row.store, ref.env_id)
+        try:
+            tool = spec.tool(ref.name)
+        except KeyError as exc:
+            raise ToolsetError(
+                f"row of environment {row.env_id}: environment {ref.env_id} has no tool {ref.name!r} "
+                "(the row and the store disagree; re-export the rows)"
+            ) from exc
+        prefix = 8
+        name = module_name(ref.name, ref.env_id, prefix)
+        while name in modules:  # environments whose ids share a prefix, with tools named alike
+            if prefix >= len(ref.env_id):
+                raise ToolsetError(
+                    f"row of environment {row.env_id}: tools {ref.name!r} and another map to module {name}"
+                )
+            prefix += 8
+            name = module_name(ref.name, ref.env_id, prefix)
+        modules[name] = Module(name=name, source=tool.source)
+        return EpisodeTool(
+            name=ref.name,
+            module=name,
+            function=ref.name,
+            env_id=ref.env_id,
+            distractor=ref.distractor,
+            schema=tool.openai_schema(),
+            validator=self._validator(ref.env_id, ref.name, tool.parameters),
+        )
