@@ -68,6 +68,10 @@ _CATALOG = ToolCatalog()
 _WARNED_WORKER_TOOLS = False
 
 
+class PromptTooLong(ValueError):
+    """A row's prompt (with its tool list) does not fit `rollout.prompt_length`."""
+
+
 class State(Enum):
     PENDING = "pending"
     GENERATING = "generating"
@@ -212,7 +216,18 @@ class AstraToolAgentLoop(AgentLoopBase):
                 ep.messages.append({"role": "user", "content": action.user_message})
             if action.turn_score is not None:
                 ep.turn_scores.append(action.turn_score)
-        ep.prompt_ids = await self.ct_build_initial_tokens(ep.messages, tools=self._schemas(ep))
+        schemas = self._schemas(ep)
+        ep.prompt_ids = await self.loop.run_in_executor(
+            None, lambda: self.continuous_token_builder.build_initial_tokens(ep.messages, tools=schemas)
+        )
+        if len(ep.prompt_ids) > self.rollout_config.prompt_length:
+            # verl would left-truncate, cutting off the system turn that lists the tools
+            raise PromptTooLong(
+                f"row of environment {ep.row.env_id}: the prompt with its {len(ep.shown)} tools is "
+                f"{len(ep.prompt_ids)} tokens, over actor_rollout_ref.rollout.prompt_length="
+                f"{self.rollout_config.prompt_length}; export with --tokenizer --max-prompt-length to drop such "
+                "rows, or raise prompt_length"
+            )
         if action is not None and action.terminate:
             return self._terminate(ep, Termination.HOOK)
         return State.GENERATING

@@ -13,8 +13,8 @@ they also serve verl's own loops.
 Hermes rules (one rule per case, all tested):
 - every `<tool_call>` opening tag is one call attempt;
 - a block is the text up to the next `</tool_call>`; a block with no closing tag, or with
-  another `<tool_call>` before its closing tag, is malformed (`unclosed_block`), and parsing
-  continues at the inner opening tag;
+  another `<tool_call>` before its closing tag, is malformed (`unclosed_block`); parsing
+  goes on at that next opening tag, if any;
 - the block must be one JSON object `{"name": str, "arguments": object}`; anything else is
   malformed (`invalid_json`, `not_an_object`, `missing_name`, `arguments_not_object`);
 - text outside the blocks (stray closing tags included) is the turn's content;
@@ -123,8 +123,9 @@ class HermesReportingParser(ReportingToolParser):
             end = text.find(self.close_tag, body_start)
             reopen = text.find(self.open_tag, body_start)
             if end < 0 or 0 <= reopen < end:
-                stop = len(text) if end < 0 else reopen
-                why = "it has no closing </tool_call>" if end < 0 else "another <tool_call> opens before it closes"
+                nested = reopen >= 0  # the next attempt starts at the inner opening tag
+                stop = reopen if nested else len(text)
+                why = "another <tool_call> opens before it closes" if nested else "it has no closing </tool_call>"
                 calls.append(
                     ParsedCall(
                         name=None,
@@ -134,7 +135,7 @@ class HermesReportingParser(ReportingToolParser):
                         error=f"Malformed tool call: {why}. Write each call as <tool_call>{{...}}</tool_call>.",
                     )
                 )
-                if end < 0:
+                if not nested:
                     break
                 pos = reopen
                 continue

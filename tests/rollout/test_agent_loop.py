@@ -279,3 +279,12 @@ def test_procedural_environment_solved_by_its_golden_calls(cfg, tiny_tokenizer, 
     assert all(c.status is CallStatus.OK for c in log.calls)
     solved = {q for c in log.calls for q in c.solved}
     assert solved == {q.id for q in spec.sub_questions if q.needs_tool}
+
+
+def test_prompt_over_prompt_length_fails_instead_of_cutting_the_tool_list(trainer_config, tiny_tokenizer, envs, kit):
+    from astra_verl.rollout.agent_loop import PromptTooLong
+
+    cfg = trainer_config("actor_rollout_ref.rollout.prompt_length=64")
+    loop = make_loop(cfg, ScriptedServer(tiny_tokenizer, ["x"]), tiny_tokenizer)
+    with pytest.raises(PromptTooLong, match="prompt_length=64; export with --tokenizer --max-prompt-length"):
+        run(loop.run({}, **kit.row_kwargs(envs.city, envs.store)))
