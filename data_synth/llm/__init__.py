@@ -16,7 +16,7 @@ Modules: `client` (LLMClient: cache, concurrency, retries, JSON + repair round),
 from data_synth.llm.cache import ResponseCache, cache_key
 from data_synth.llm.client import Backend, JSONReply, LLMClient, usage_scope
 from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
-from data_synth.llm.extract import ExtractError, extract_code, extract_json, strip_reasoning
+from data_synth.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
 from data_synth.llm.http import EndpointPool, HTTPBackend
 from data_synth.llm.scripted import ScriptedBackend, load_rules
 from data_synth.llm.types import (
@@ -42,6 +42,7 @@ __all__ = [
     "LLMError",
     "LLMOutputError",
     "LLMUnavailable",
+    "ReplyError",
     "ResponseCache",
     "ScriptedBackend",
     "StepUsage",

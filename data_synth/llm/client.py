@@ -36,7 +36,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from data_synth.llm.cache import ResponseCache, cache_key
-from data_synth.llm.extract import ExtractError, extract_json
+from data_synth.llm.extract import ReplyError, extract_json
 from data_synth.llm.types import Completion, LLMOutputError, LLMUnavailable, StepUsage, TransientError
 
 T = TypeVar("T")
@@ -251,7 +251,7 @@ class LLMClient:
                     checked = check(value)
                     value = value if checked is None else checked
                 return JSONReply(value=value, completion=completion, repaired=round_ > 0, completions=completions)
-            except ExtractError as e:
+            except ReplyError as e:
                 kind, problem = e.kind, str(e)
             except ValidationError as e:
                 kind, problem = "wrong_keys", _validation_summary(e)

@@ -6,6 +6,7 @@ Flags (each with an environment-variable default, so a cluster job can set them 
     --llm-model NAME              ASTRA_LLM_MODEL      model name the server knows
     --llm-api-key-env VAR         (OPENAI_API_KEY)     name of the variable holding the key (never the key)
     --llm-scripted FILE                                canned responses instead of a server (dry runs, tests)
+    --llm-responder MODULE:FUNCTION                    a function answering instead of a server (dry runs)
     --llm-concurrency N --llm-timeout S --llm-retries N --llm-temperature T --llm-max-tokens N
     --llm-extra-body JSON          merged into every request (e.g. '{"chat_template_kwargs": {"enable_thinking": false}}')
     --no-llm-cache
@@ -17,6 +18,7 @@ for a second model; `LLMConfig.from_args(args, prefix="judge")` reads it back.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 from pathlib import Path
@@ -35,6 +37,9 @@ class LLMConfig(BaseModel):
     model: str = ""
     api_key_env: str = "OPENAI_API_KEY"
     scripted: str | None = Field(default=None, description="rules file for the scripted backend")
+    responder: str | None = Field(
+        default=None, description="module:function answering requests (scripted backend; dry runs, benchmarks)"
+    )
     max_concurrency: int = 32
     timeout_s: float = 120.0
     max_retries: int = 6
@@ -47,7 +52,10 @@ class LLMConfig(BaseModel):
 
     def describe(self) -> str:
         """One line for logs (endpoints and model, never a key)."""
-        where = f"scripted:{self.scripted}" if self.scripted else ",".join(self.base_urls) or "(no endpoint)"
+        if self.responder or self.scripted:
+            where = f"scripted:{self.responder or self.scripted}"
+        else:
+            where = ",".join(self.base_urls) or "(no endpoint)"
         return f"{self.model or '(default model)'} @ {where}, concurrency {self.max_concurrency}"
 
     @classmethod
@@ -68,6 +76,7 @@ class LLMConfig(BaseModel):
             model=get("model") or "",
             api_key_env=get("api_key_env"),
             scripted=get("scripted"),
+            responder=get("responder"),
             max_concurrency=get("concurrency"),
             timeout_s=get("timeout"),
             max_retries=get("retries"),
@@ -93,6 +102,12 @@ def add_llm_arguments(parser: argparse.ArgumentParser, prefix: str = "llm", what
         help="name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)",
     )
     g.add_argument(f"--{prefix}-scripted", default=None, metavar="FILE", help="canned responses (.json/.jsonl rules)")
+    g.add_argument(
+        f"--{prefix}-responder",
+        default=None,
+        metavar="MODULE:FUNCTION",
+        help="a function (step, payload) -> response answering instead of a server (dry runs)",
+    )
     g.add_argument(f"--{prefix}-concurrency", type=int, default=32, help="requests in flight (default 32)")
     g.add_argument(f"--{prefix}-timeout", type=float, default=120.0, help="seconds per request (default 120)")
     g.add_argument(f"--{prefix}-retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
@@ -102,9 +117,22 @@ def add_llm_arguments(parser: argparse.ArgumentParser, prefix: str = "llm", what
     g.add_argument(f"--{prefix}-no-cache", action="store_true", help="do not read or write the response cache")
 
 
+def load_responder(spec: str):
+    module, _, name = spec.partition(":")
+    if not module or not name:
+        raise SystemExit(f"--llm-responder must be MODULE:FUNCTION, not {spec!r}")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as e:
+        raise SystemExit(f"--llm-responder {spec}: {e}") from None
+
+
 def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, responder=None) -> LLMClient:
     """The client for `cfg`. `cache_path` enables the response cache (unless cfg.cache is off).
-    `responder` (tests) makes a scripted backend answer through a callable."""
+    `responder` (a callable `(step, payload) -> response`, or cfg.responder by name) makes a
+    scripted backend answer instead of a server."""
+    if responder is None and cfg.responder:
+        responder = load_responder(cfg.responder)
     if responder is not None or cfg.scripted:
         backend = ScriptedBackend(load_rules(cfg.scripted) if cfg.scripted else [], responder=responder)
     elif cfg.base_urls:

@@ -19,12 +19,18 @@ _SNIPPET = 160
 _MAX_STARTS = 64  # bracket positions tried when the JSON is embedded in prose
 
 
-class ExtractError(ValueError):
-    """The reply holds no usable JSON / code. `kind` is a short stable code for counting."""
+class ReplyError(ValueError):
+    """A reply that cannot be used. `kind` is a short stable code (counted in funnels); the
+    message is shown to the model in a repair round. Checks passed to
+    `LLMClient.complete_json(check=...)` raise it (or any ValueError, kind `failed_check`)."""
 
     def __init__(self, kind: str, message: str):
         super().__init__(message)
         self.kind = kind
+
+
+class ExtractError(ReplyError):
+    """The reply holds no usable JSON / code."""
 
 
 def strip_reasoning(text: str) -> str:

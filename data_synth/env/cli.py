@@ -1,0 +1,332 @@
+"""`python -m data_synth env <step> --run-dir DIR ...`: environment synthesis (ASTRA §2).
+
+Steps (each resumable: rerun the same command after a crash and it continues):
+  decompose  seeds (--mode, --input) -> QA instances with decomposition traces
+  necessity  label each sub-question's tool necessity; drop illegitimate instances
+  verify     four LLM judges -> quality; keep instances at or above the run's percentile
+  tools      per tool-needing sub-question: schema, scaling, call, implementation, sandbox check
+  merge      cluster same-intent tools, merge their mock data, re-run every golden call
+  publish    add the environments to an env_registry store; export train/val parquet
+  report     funnel + plots (report/report.md)
+  run        all of the above, in order
+
+Examples:
+  # against a pool of `vllm serve` replicas
+  python -m data_synth env run --run-dir runs/ctx --mode context \\
+      --input /data/astra-knowledge/en/context.jsonl --limit 100 \\
+      --llm-base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --llm-model Qwen3-32B
+  # a dry run of the whole pipeline without a model (canned, valid replies)
+  python -m data_synth env run --run-dir /tmp/dry --mode domain --input domains.jsonl --limit 8 \\
+      --llm-responder data_synth.env.canned:respond --percentile 0
+
+Run directory: seeds.jsonl, env.<step>[.shard-I-of-N].jsonl (one envelope per record: ok /
+rejected with reason / error), llm_cache.sqlite, envs/ (the store), parquet/, funnel.json,
+report/. Sharded runs (--shard I/N) split every step by record key; run `publish` once,
+unsharded, after all shards finished. With --ray the LLM steps run on a Ray cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from data_synth.env.context import EnvContextFactory
+from data_synth.env.decompose import Decompose
+from data_synth.env.merge import MergeTools
+from data_synth.env.necessity import LabelNecessity
+from data_synth.env.publish import Publish, export_parquet
+from data_synth.env.records import QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled
+from data_synth.env.report import env_funnel, write_env_report
+from data_synth.env.seeds import SeedError, load_seeds, parse_hops
+from data_synth.env.tools import SynthesizeTools
+from data_synth.env.verify import Select, Verify, quality_threshold
+from data_synth.llm import LLMConfig, add_llm_arguments
+from data_synth.pipeline import Shard, Step, StepContext, read_outputs, run_step
+
+ORDER = ("decompose", "necessity", "verify", "tools", "merge", "publish", "report")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run-dir", required=True, type=Path, help="where every step reads and writes (resumable)")
+    p.add_argument("--shard", default=None, metavar="I/N", help="process only shard I of N (by record key)")
+    p.add_argument("--concurrency", type=int, default=64, help="records in flight per step (default 64)")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="local",
+        default=None,
+        metavar="ADDRESS",
+        help="run LLM steps on Ray: 'local' (a local instance) or a cluster address ('auto')",
+    )
+    p.add_argument("--ray-workers", type=int, default=2, help="Ray worker actors (default 2)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    g = p.add_argument_group("sandbox")
+    g.add_argument("--sandbox-workers", type=int, default=None, help="warm sandbox workers (default min(4, CPUs))")
+    g.add_argument("--sandbox-call-timeout", type=float, default=5.0, help="seconds per tool call (default 5)")
+    add_llm_arguments(p)
+
+
+def _decompose_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("decompose")
+    g.add_argument("--mode", choices=["domain", "context", "question", "taxonomy"], help="input kind")
+    g.add_argument("--input", type=Path, help="domains/context/questions .jsonl or a taxonomy .json")
+    g.add_argument("--samples", type=int, default=1, help="tasks drawn per input (default 1)")
+    g.add_argument(
+        "--hops",
+        default=None,
+        metavar="MIN..MAX",
+        help="sub-questions per task (default 3..5 for context, 1..6 otherwise)",
+    )
+    g.add_argument("--language", default="en", help="language of the tasks (default en)")
+    g.add_argument("--limit", type=int, default=None, help="use the first N inputs (after --offset)")
+    g.add_argument("--offset", type=int, default=0, help="skip the first N inputs")
+
+
+def _judge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--judge-temperature", type=float, default=0.0, help="temperature of labels and judges (default 0)")
+
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("verify")
+    g.add_argument(
+        "--percentile",
+        type=float,
+        default=90.0,
+        help="keep instances with quality >= this percentile of the run's scores (default 90, ASTRA's "
+        "README; its scripts use an absolute 0.85: --percentile 0 --min-quality 0.85)",
+    )
+    g.add_argument("--min-quality", type=float, default=0.0, help="absolute floor of the threshold (default 0)")
+
+
+def _tools_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("tools")
+    g.add_argument("--inner-retries", type=int, default=5, help="implementation tries per design (default 5)")
+    g.add_argument("--outer-retries", type=int, default=15, help="designs per sub-question (default 15)")
+    g.add_argument("--no-complexity-scaling", action="store_true", help="skip the schema-scaling stage")
+    g.add_argument(
+        "--allow-ungrounded-values", action="store_true", help="accept call values that appear nowhere in the request"
+    )
+
+
+def _merge_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--merge-retries", type=int, default=20, help="tries per cluster merge (default 20)")
+
+
+def _publish_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("publish")
+    g.add_argument("--store", type=Path, default=None, help="env_registry store (default RUN_DIR/envs)")
+    g.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the export (default 0.1)")
+    g.add_argument("--no-export", action="store_true", help="do not write parquet")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m data_synth env", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="STEP")
+    specs = {
+        "decompose": ("seeds -> QA with decomposition traces", [_decompose_args]),
+        "necessity": ("tool-necessity labels and legitimacy", [_judge_args]),
+        "verify": ("four-way verification and the percentile threshold", [_judge_args, _verify_args]),
+        "tools": ("tool synthesis with sandbox checks", [_tools_args]),
+        "merge": ("intent clustering, merging, golden-call replay", [_merge_args]),
+        "publish": ("store the environments and export parquet", [_publish_args]),
+        "run": (
+            "every step in order, then the report",
+            [_decompose_args, _judge_args, _verify_args, _tools_args, _merge_args, _publish_args],
+        ),
+    }
+    for name, (help_, groups) in specs.items():
+        sp = sub.add_parser(name, help=help_, description=help_)
+        _common(sp)
+        for add in groups:
+            add(sp)
+    rp = sub.add_parser("report", help="funnel and plots of a run", description="funnel and plots of a run")
+    rp.add_argument("--run-dir", required=True, type=Path)
+    return p
+
+
+def _save_seeds(run_dir: Path, seeds: list[Seed]) -> None:
+    path = run_dir / "seeds.jsonl"
+    known: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                known[json.loads(line)["key"]] = line
+    for s in seeds:
+        known.setdefault(s.key, s.model_dump_json())
+    tmp = path.with_suffix(".jsonl.tmp")
+    tmp.write_text("".join(line + "\n" for line in known.values()), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+class EnvRun:
+    """One invocation: the steps asked for, sharing one local context (LLM client + sandbox)."""
+
+    def __init__(self, args: argparse.Namespace):
+        from astra_verl.sandbox import SandboxConfig
+
+        self.args = args
+        self.run_dir: Path = args.run_dir
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.shard = Shard.parse(args.shard)
+        except ValueError as e:
+            raise SystemExit(f"error: {e}") from None
+        sandbox_kw = {"call_timeout_s": args.sandbox_call_timeout}
+        if args.sandbox_workers:
+            sandbox_kw["workers"] = args.sandbox_workers
+        self.factory = EnvContextFactory(
+            llm=LLMConfig.from_args(args),
+            cache_path=str(self.run_dir / "llm_cache.sqlite"),
+            sandbox=SandboxConfig(**sandbox_kw),
+        )
+        self._ctx: StepContext | None = None
+
+    async def _local_ctx(self) -> StepContext:
+        if self._ctx is None:
+            self._ctx = await self.factory()
+        return self._ctx
+
+    async def stage(self, step: Step, inputs: list, *, local: bool = False) -> None:
+        args = self.args
+        if args.ray and not local:
+            from data_synth.pipeline.ray_runner import run_step_ray
+
+            stats = await run_step_ray(
+                step,
+                inputs,
+                self.run_dir,
+                context_factory=self.factory,
+                workers=args.ray_workers,
+                concurrency_per_worker=args.concurrency,
+                shard=self.shard,
+                progress=not args.quiet,
+            )
+        else:
+            stats = await run_step(
+                step,
+                inputs,
+                self.run_dir,
+                ctx=await self._local_ctx(),
+                concurrency=args.concurrency,
+                shard=self.shard,
+                progress=not args.quiet,
+            )
+        print(stats.line(), flush=True)
+
+    async def decompose(self) -> None:
+        a = self.args
+        if not a.mode or not a.input:
+            raise SystemExit("decompose needs --mode and --input")
+        seeds = load_seeds(
+            a.mode,
+            a.input,
+            samples=a.samples,
+            hops=parse_hops(a.hops),
+            language=a.language,
+            limit=a.limit,
+            offset=a.offset,
+        )
+        _save_seeds(self.run_dir, seeds)
+        print(f"{len(seeds)} seeds from {a.input} ({a.mode} mode)", flush=True)
+        await self.stage(Decompose(), seeds)
+
+    async def necessity(self) -> None:
+        await self.stage(LabelNecessity(self.args.judge_temperature), read_outputs(self.run_dir, "env.decompose", QA))
+
+    async def verify(self) -> None:
+        a = self.args
+        await self.stage(Verify(a.judge_temperature), read_outputs(self.run_dir, "env.necessity", Labeled))
+        scored = read_outputs(self.run_dir, "env.verify", Scored)
+        threshold = quality_threshold([s.quality for s in scored], percentile=a.percentile, min_quality=a.min_quality)
+        print(f"quality threshold {threshold:.3f} (P{a.percentile:g} of {len(scored)} scores, floor {a.min_quality})")
+        await self.stage(Select(threshold, len(scored), a.percentile), scored, local=True)
+
+    async def tools(self) -> None:
+        a = self.args
+        step = SynthesizeTools(
+            inner_retries=a.inner_retries,
+            outer_retries=a.outer_retries,
+            complexity_scaling=not a.no_complexity_scaling,
+            require_grounded_values=not a.allow_ungrounded_values,
+        )
+        await self.stage(step, read_outputs(self.run_dir, "env.select", Selected))
+
+    async def merge(self) -> None:
+        await self.stage(MergeTools(self.args.merge_retries), read_outputs(self.run_dir, "env.tools", Tooled))
+
+    async def publish(self) -> None:
+        from env_registry.store import EnvStore
+
+        a = self.args
+        if self.shard.count > 1:
+            print(
+                f"shard {self.shard}: skipping publish; run `python -m data_synth env publish --run-dir "
+                f"{self.run_dir}` once all shards have finished",
+                flush=True,
+            )
+            return
+        store_path = a.store or self.run_dir / "envs"
+        with EnvStore.open(store_path, "a") as store:
+            stats = await run_step(
+                Publish(),
+                read_outputs(self.run_dir, "env.merge", Merged),
+                self.run_dir,
+                ctx=StepContext(extra={"store": store}),
+                progress=not a.quiet,
+            )
+            print(stats.line(), flush=True)
+            ids = sorted({p.env_id for p in read_outputs(self.run_dir, "env.publish", Published)})
+            print(f"store {store_path}: {len(store)} environments ({len(ids)} from this run)", flush=True)
+            if not a.no_export and ids:
+                folder = export_parquet(store, ids, self.run_dir / "parquet", val_fraction=a.val_fraction)
+                print(f"parquet: {folder}/train.parquet, {folder}/val.parquet", flush=True)
+
+    async def run(self, steps: list[str]) -> None:
+        try:
+            if self.args.ray and not _ray_ready(self.args.ray):
+                raise SystemExit("--ray: could not start or reach Ray")
+            for name in steps:
+                if name != "report":
+                    await getattr(self, name)()
+        finally:
+            if self._ctx is not None:
+                await self._ctx.aclose()
+
+
+def _ray_ready(address: str) -> bool:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=None if address == "local" else address, log_to_driver=False)
+    return ray.is_initialized()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "report":
+        path = write_env_report(args.run_dir)
+        print(env_funnel(args.run_dir).table())
+        print(f"\nreport: {path}")
+        return 0
+    steps = list(ORDER) if args.command == "run" else [args.command]
+    try:
+        asyncio.run(EnvRun(args).run(steps))
+    except SeedError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished records are saved; rerun the same command to continue", file=sys.stderr)
+        return 130
+    funnel = env_funnel(args.run_dir)
+    funnel.save(args.run_dir / "funnel.json")
+    print("\n" + funnel.table())
+    if args.command == "run":
+        if not args.shard or Shard.parse(args.shard).count == 1:
+            print(f"\nreport: {write_env_report(args.run_dir)}")
+    return 0
