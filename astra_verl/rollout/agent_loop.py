@@ -32,6 +32,7 @@ would train on noise.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -109,7 +110,7 @@ class Episode:
     log: EpisodeLog
     messages: list[dict[str, Any]]
     shown: list[str]
-    session: Any = None
+    session: Any = None  # a future of the sandbox Session, opened in the background
     prompt_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
@@ -147,10 +148,9 @@ class AstraToolAgentLoop(AgentLoopBase):
                 "function_tool_path: its tools come from each row's environment",
                 len(tools.tools),
             )
-        self.settings, self.limits = read_configs(self.config)
+        self.settings, self.limits, self.sandbox_config = _settings(self.config)
         parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
         self.parser = parsing.reporting_parser(parser_name, self.tokenizer)
-        self.sandbox_config = _sandbox_config(self.config)
         self.sandbox: Any = None  # the process's shared pool, bound to the running event loop in `run`
 
     # -- entry point ---------------------------------------------------------------------
@@ -159,17 +159,29 @@ class AstraToolAgentLoop(AgentLoopBase):
 
         self.sandbox = shared_sandbox(self.sandbox_config)
         ep = await self._new_episode(kwargs)
+        # The session's process starts while the prompt is tokenized and the first turn is
+        # generated; the first call awaits it (`_session`).
+        ep.session = asyncio.ensure_future(self.sandbox.open_session(ep.toolset.program))
         try:
-            with simple_timer("tool_calls", ep.metrics):
-                ep.session = await self.sandbox.open_session(ep.toolset.program)
             state = State.PENDING
             while state is not State.TERMINATED:
                 state = await self._step(state, ep, sampling_params)
             ep.log.hook_state = await ep.hook.on_end(ep)
         finally:
-            if ep.session is not None:
-                await self.sandbox.close_session(ep.session)
+            await self._close_session(ep)
         return self._output(ep)
+
+    async def _session(self, ep: Episode) -> Any:
+        """The episode's sandbox session (an infrastructure failure to open it raises here)."""
+        return await ep.session
+
+    async def _close_session(self, ep: Episode) -> None:
+        try:
+            session = await ep.session
+        except Exception as exc:  # noqa: BLE001 - a call would have raised it; report, do not mask the episode's own
+            logger.error("astra_tool_agent: the sandbox session of env %s never opened: %s", ep.row.env_id, exc)
+            return
+        await self.sandbox.close_session(session)
 
     async def _step(self, state: State, ep: Episode, sampling_params: dict[str, Any]) -> State:
         if state is State.PENDING:
@@ -374,8 +386,9 @@ class AstraToolAgentLoop(AgentLoopBase):
                 tool,
             )
 
+        session = await self._session(ep)
         t0 = time.perf_counter()
-        result = await self.sandbox.call(ep.session, tool.module, tool.function, call.arguments)
+        result = await self.sandbox.call(session, tool.module, tool.function, call.arguments)
         elapsed = time.perf_counter() - t0
         text = result.text
         observed = truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side)
@@ -493,6 +506,21 @@ class AstraToolAgentLoop(AgentLoopBase):
             metrics=ep.metrics,
             extra_fields=extra,
         )
+
+
+_SETTINGS: dict[int, tuple[Any, tuple]] = {}
+
+
+def _settings(trainer_config: Any) -> tuple:
+    """(astra.rollout settings, verl turn limits, SandboxConfig), read once per trainer config:
+    verl builds a loop per trajectory with the same config object."""
+    cached = _SETTINGS.get(id(trainer_config))
+    if cached is not None and cached[0] is trainer_config:
+        return cached[1]
+    settings, limits = read_configs(trainer_config)
+    value = (settings, limits, _sandbox_config(trainer_config))
+    _SETTINGS[id(trainer_config)] = (trainer_config, value)  # holding the config keeps its id unique
+    return value
 
 
 def _sandbox_config(trainer_config: Any) -> Any:

@@ -47,12 +47,22 @@ class ScriptedServer:
 
     Each text is encoded and followed by the tokenizer's end-of-turn token, as a chat model
     would emit it. `emitted[request_id]` lists the token ids returned per turn (tests check the
-    response mask against them); `calls` counts generate calls; `seconds` accumulates time spent
-    inside them (benchmarks subtract it to exclude generation).
+    response mask against them); `calls` counts generate calls; `seconds` accumulates the time
+    spent producing them and `slept` the simulated latency (`latency_s` per call), which
+    benchmarks subtract to exclude generation.
     """
 
-    def __init__(self, tokenizer, script: Script, *, eos_token: str = "<|im_end|>", with_logprobs: bool = False):
+    def __init__(
+        self,
+        tokenizer,
+        script: Script,
+        *,
+        eos_token: str = "<|im_end|>",
+        with_logprobs: bool = False,
+        latency_s: float = 0.0,
+    ):
         self.tokenizer = tokenizer
+        self.latency_s = latency_s  # simulated generation time per turn (an asyncio sleep)
         self.script = script
         self.eos_id = tokenizer.convert_tokens_to_ids(eos_token)
         self.with_logprobs = with_logprobs
@@ -60,7 +70,8 @@ class ScriptedServer:
         self._encoded: dict[str, list[int]] = {}
         self.emitted: dict[str, list[list[int]]] = defaultdict(list)
         self.calls = 0
-        self.seconds = 0.0
+        self.seconds = 0.0  # time spent producing outputs (the simulated latency excluded)
+        self.slept = 0.0  # simulated latency, summed over calls
 
     def _text(self, request_id: str, prompt_ids: list[int]) -> str:
         k = self._turn[request_id]
@@ -79,6 +90,9 @@ class ScriptedServer:
         self.emitted[request_id].append(list(ids))
         out = TokenOutput(token_ids=list(ids), log_probs=[-0.5] * len(ids) if self.with_logprobs else None)
         self.seconds += time.perf_counter() - t0
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+            self.slept += self.latency_s
         return out
 
 

@@ -288,3 +288,19 @@ def test_prompt_over_prompt_length_fails_instead_of_cutting_the_tool_list(traine
     loop = make_loop(cfg, ScriptedServer(tiny_tokenizer, ["x"]), tiny_tokenizer)
     with pytest.raises(PromptTooLong, match="prompt_length=64; export with --tokenizer --max-prompt-length"):
         run(loop.run({}, **kit.row_kwargs(envs.city, envs.store)))
+
+
+def test_sandbox_infrastructure_failure_raises(cfg, tiny_tokenizer, envs, kit, monkeypatch):
+    """A sandbox that cannot open sessions is not a model error: the episode raises, naming it."""
+    import astra_verl.sandbox as sandbox_pkg
+
+    class Broken:
+        async def open_session(self, program):
+            raise sandbox_pkg.SandboxError("no sandbox worker could start: test")
+
+    monkeypatch.setattr(sandbox_pkg, "shared_sandbox", lambda config=None: Broken())
+    loop = make_loop(
+        cfg, ScriptedServer(tiny_tokenizer, [kit.call_text("get_area", {"city": "Paris"})]), tiny_tokenizer
+    )
+    with pytest.raises(sandbox_pkg.SandboxError, match="no sandbox worker could start"):
+        run(loop.run({}, **kit.row_kwargs(envs.city, envs.store)))
