@@ -24,10 +24,19 @@ States (an explicit machine, as in verl's loop):
 Injected tokens (tool messages, user turns) have mask 0; `response_mask` is 1 exactly on the
 tokens the model generated (verl's continuous-token bookkeeping keeps that exact).
 
+Each call's `solved` is `astra_verl.reward.solved.solved_by_call` (the reward's definition) on
+the observation the model saw, i.e. after `max_tool_response_length` truncation.
 Termination reasons: `no_tool_call`, `max_turns`, `max_length`, `all_solved`
 (`astra.rollout.stop_when_all_solved`: every tool-needing sub-question solved), `hook`.
-A sandbox *infrastructure* failure (not a tool failure) raises: scoring it as a model error
-would train on noise.
+
+The episode's sandbox session opens in the background at the start (its process starts while
+the prompt is tokenized and the first turn generated); the first call awaits it.
+
+Data and infrastructure errors raise, naming the row's environment: a row without
+`extra_info.astra` (`RowError`), tools the store cannot provide or that clash (`ToolsetError`),
+an unknown hook (`HookError`), a prompt longer than `rollout.prompt_length` (`PromptTooLong`:
+verl would left-truncate it and cut off the tool list), a sandbox that cannot run sessions
+(scoring that as a model error would train on noise).
 """
 
 from __future__ import annotations
