@@ -236,3 +236,33 @@ def respond(step: str, payload: dict[str, Any]) -> str:
         calls = {node_id: call for node_id, _, call in members}
         return "```python\n" + source + "```\n```json\n" + json.dumps({"calls": calls}) + "\n```"
     raise ValueError(f"canned responder: no answer for step {step!r}")
+
+
+_STEP_MARKERS = [
+    ("You design question-answering tasks", "env.decompose"),
+    ("You decide, for each step", "env.necessity"),
+    ("Check DEPENDENCY CORRECTNESS", "env.verify.dependency"),
+    ("Check ATOMICITY", "env.verify.atomicity"),
+    ("Check SEQUENTIAL RATIONALITY", "env.verify.sequential"),
+    ("Check COMPLETENESS", "env.verify.completeness"),
+    ("Design the API function", "env.tools.schema"),
+    ("Make this API more realistic", "env.tools.scale"),
+    ("Write the call that answers", "env.tools.call"),
+    ("Implement this API", "env.tools.implement"),
+    ("Group these tools by intent", "env.merge.cluster"),
+    ("These steps need the same operation", "env.merge.merge"),
+]
+
+
+def step_of(payload: dict[str, Any]) -> str:
+    """The env step a request belongs to, read from its prompt (an HTTP request carries no step name)."""
+    text = "\n".join(str(m.get("content", "")) for m in payload["messages"][:2])
+    for marker, step in _STEP_MARKERS:
+        if marker in text:
+            return step
+    raise ValueError("canned responder: the request matches no environment-synthesis prompt")
+
+
+def respond_http(payload: dict[str, Any]) -> str:
+    """`respond` for a fake HTTP endpoint (`python -m data_synth.llm.fake_server --responder ...`)."""
+    return respond(step_of(payload), payload)

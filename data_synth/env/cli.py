@@ -45,9 +45,7 @@ from data_synth.env.seeds import SeedError, load_seeds, parse_hops
 from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify, quality_threshold
 from data_synth.llm import LLMConfig, add_llm_arguments
-from data_synth.pipeline import Shard, Step, StepContext, read_outputs, run_step
-
-ORDER = ("decompose", "necessity", "verify", "tools", "merge", "publish", "report")
+from data_synth.pipeline import Shard, Step, StepContext, read_outputs, run_chain, run_step
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -219,7 +217,25 @@ class EnvRun:
             )
         print(stats.line(), flush=True)
 
-    async def decompose(self) -> None:
+    async def chain(self, steps: list[Step], inputs: list) -> None:
+        """Steps back to back per record (`run_chain`); on Ray, one step after the other."""
+        if self.args.ray:
+            for i, step in enumerate(steps):
+                step_inputs = read_outputs(self.run_dir, steps[i - 1].name, step.input_type) if i else inputs
+                await self.stage(step, step_inputs)
+            return
+        for stats in await run_chain(
+            steps,
+            inputs,
+            self.run_dir,
+            ctx=await self._local_ctx(),
+            concurrency=self.args.concurrency,
+            shard=self.shard,
+            progress=not self.args.quiet,
+        ):
+            print(stats.line(), flush=True)
+
+    def seeds(self) -> list[Seed]:
         a = self.args
         if not a.mode or not a.input:
             raise SystemExit("decompose needs --mode and --input")
@@ -234,31 +250,48 @@ class EnvRun:
         )
         _save_seeds(self.run_dir, seeds)
         print(f"{len(seeds)} seeds from {a.input} ({a.mode} mode)", flush=True)
-        await self.stage(Decompose(), seeds)
+        return seeds
+
+    async def decompose(self) -> None:
+        await self.stage(Decompose(), self.seeds())
 
     async def necessity(self) -> None:
         await self.stage(LabelNecessity(self.args.judge_temperature), read_outputs(self.run_dir, "env.decompose", QA))
 
     async def verify(self) -> None:
+        await self.stage(Verify(self.args.judge_temperature), read_outputs(self.run_dir, "env.necessity", Labeled))
+        await self.select()
+
+    async def select(self) -> None:
         a = self.args
-        await self.stage(Verify(a.judge_temperature), read_outputs(self.run_dir, "env.necessity", Labeled))
         scored = read_outputs(self.run_dir, "env.verify", Scored)
         threshold = quality_threshold([s.quality for s in scored], percentile=a.percentile, min_quality=a.min_quality)
         print(f"quality threshold {threshold:.3f} (P{a.percentile:g} of {len(scored)} scores, floor {a.min_quality})")
         await self.stage(Select(threshold, len(scored), a.percentile), scored, local=True)
 
-    async def tools(self) -> None:
+    def tools_step(self) -> SynthesizeTools:
         a = self.args
-        step = SynthesizeTools(
+        return SynthesizeTools(
             inner_retries=a.inner_retries,
             outer_retries=a.outer_retries,
             complexity_scaling=not a.no_complexity_scaling,
             require_grounded_values=not a.allow_ungrounded_values,
         )
-        await self.stage(step, read_outputs(self.run_dir, "env.select", Selected))
+
+    async def tools(self) -> None:
+        await self.stage(self.tools_step(), read_outputs(self.run_dir, "env.select", Selected))
 
     async def merge(self) -> None:
         await self.stage(MergeTools(self.args.merge_retries), read_outputs(self.run_dir, "env.tools", Tooled))
+
+    async def synthesize(self) -> None:
+        """Every step up to merge, as `run` does them: decompose > necessity > verify streamed
+        per record, the select barrier (the percentile needs every score), tools > merge streamed."""
+        a = self.args
+        await self.chain([Decompose(), LabelNecessity(a.judge_temperature), Verify(a.judge_temperature)], self.seeds())
+        await self.select()
+        selected = read_outputs(self.run_dir, "env.select", Selected)
+        await self.chain([self.tools_step(), MergeTools(a.merge_retries)], selected)
 
     async def publish(self) -> None:
         from env_registry.store import EnvStore
@@ -292,8 +325,7 @@ class EnvRun:
             if self.args.ray and not _ray_ready(self.args.ray):
                 raise SystemExit("--ray: could not start or reach Ray")
             for name in steps:
-                if name != "report":
-                    await getattr(self, name)()
+                await getattr(self, name)()
         finally:
             if self._ctx is not None:
                 await self._ctx.aclose()
@@ -314,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         print(env_funnel(args.run_dir).table())
         print(f"\nreport: {path}")
         return 0
-    steps = list(ORDER) if args.command == "run" else [args.command]
+    steps = ["synthesize", "publish"] if args.command == "run" else [args.command]
     try:
         asyncio.run(EnvRun(args).run(steps))
     except SeedError as e:

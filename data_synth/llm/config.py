@@ -9,7 +9,8 @@ Flags (each with an environment-variable default, so a cluster job can set them 
     --llm-responder MODULE:FUNCTION                    a function answering instead of a server (dry runs)
     --llm-concurrency N --llm-timeout S --llm-retries N --llm-temperature T --llm-max-tokens N
     --llm-extra-body JSON          merged into every request (e.g. '{"chat_template_kwargs": {"enable_thinking": false}}')
-    --no-llm-cache
+    --llm-transport aiohttp|httpx  HTTP client (default aiohttp)
+    --llm-no-cache
 
 `add_llm_arguments(parser, prefix="judge")` adds the same set as `--judge-base-url` ...
 for a second model; `LLMConfig.from_args(args, prefix="judge")` reads it back.
@@ -49,6 +50,7 @@ class LLMConfig(BaseModel):
     max_tokens: int | None = 4096
     extra_body: dict[str, Any] = Field(default_factory=dict)
     cache: bool = True
+    transport: str = Field(default="aiohttp", description="HTTP client: aiohttp (default) or httpx")
 
     def describe(self) -> str:
         """One line for logs (endpoints and model, never a key)."""
@@ -84,6 +86,7 @@ class LLMConfig(BaseModel):
             max_tokens=get("max_tokens") or None,
             extra_body=extra_body,
             cache=not get("no_cache"),
+            transport=get("transport"),
         )
 
 
@@ -115,6 +118,12 @@ def add_llm_arguments(parser: argparse.ArgumentParser, prefix: str = "llm", what
     g.add_argument(f"--{prefix}-max-tokens", type=int, default=4096, help="max completion tokens (0 = server default)")
     g.add_argument(f"--{prefix}-extra-body", default=None, metavar="JSON", help="extra request fields, as JSON")
     g.add_argument(f"--{prefix}-no-cache", action="store_true", help="do not read or write the response cache")
+    g.add_argument(
+        f"--{prefix}-transport",
+        choices=["aiohttp", "httpx"],
+        default="aiohttp",
+        help="HTTP client (default aiohttp: httpx's pool is several times slower under concurrency)",
+    )
 
 
 def load_responder(spec: str):
@@ -143,6 +152,7 @@ def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, respon
             max_connections=cfg.max_concurrency,
             backoff_base_s=cfg.backoff_base_s,
             backoff_max_s=cfg.backoff_max_s,
+            transport=cfg.transport,
         )
     else:
         raise SystemExit(

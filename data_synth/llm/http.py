@@ -15,6 +15,7 @@ bearer header, and never logged or put into an error message.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import itertools
 import json
@@ -23,8 +24,6 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
-
-import httpx
 
 from data_synth.llm.types import LLMUnavailable, TransientError
 
@@ -95,8 +94,15 @@ class EndpointPool:
         ep.blocked_until = max(ep.blocked_until, now + max(backoff, retry_after or 0.0))
 
 
+TRANSPORTS = ("aiohttp", "httpx")
+
+
 class HTTPBackend:
-    """`send(payload)` POSTs to `<base_url>/chat/completions` of a pooled endpoint."""
+    """`send(payload)` POSTs to `<base_url>/chat/completions` of a pooled endpoint.
+
+    `transport`: "aiohttp" (default) or "httpx". Both speak the same protocol; aiohttp is the
+    default because httpx's async connection pool falls far behind under concurrency
+    (encode/httpx#3215; `bench/synth_throughput.py --transport` measures both here)."""
 
     name = "http"
 
@@ -110,23 +116,28 @@ class HTTPBackend:
         max_connections: int = 64,
         backoff_base_s: float = 1.0,
         backoff_max_s: float = 60.0,
+        transport: str = "aiohttp",
     ):
+        if transport not in TRANSPORTS:
+            raise ValueError(f"transport must be one of {TRANSPORTS}, not {transport!r}")
         self.pool = EndpointPool(base_urls, backoff_base_s=backoff_base_s, backoff_max_s=backoff_max_s)
         key = os.environ.get(api_key_env) if api_key_env else None
         self._headers = {"Content-Type": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self.has_key = bool(key)
-        self._http = httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
-            limits=httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections),
-        )
+        self.transport = transport
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_connections = max_connections
+        self._session: Any = None  # created in the running loop on first use
 
     async def send(self, payload: dict[str, Any], *, step: str) -> tuple[dict[str, Any], str]:
         ep = self.pool.acquire()
         url = f"{ep.base_url}/chat/completions"
         try:
-            body = await self._post(url, payload)
+            status, retry_after, text = await self._post(url, json.dumps(payload, ensure_ascii=False).encode())
+            body = _classify(url, status, retry_after, text)
         except TransientError as e:
             self.pool.release(ep, ok=False, retry_after=e.retry_after)
             raise
@@ -136,28 +147,61 @@ class HTTPBackend:
         self.pool.release(ep, ok=True)
         return body, ep.base_url
 
-    async def _post(self, url: str, payload: dict[str, Any]) -> dict[str, Any]:
+    async def _post(self, url: str, data: bytes) -> tuple[int, float | None, str]:
+        """(status, Retry-After seconds, body text); transport failures raise TransientError."""
+        if self.transport == "httpx":
+            return await self._post_httpx(url, data)
+        import aiohttp
+
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.max_connections),
+                timeout=aiohttp.ClientTimeout(total=self.timeout_s, connect=self.connect_timeout_s),
+            )
         try:
-            r = await self._http.post(url, content=json.dumps(payload, ensure_ascii=False), headers=self._headers)
+            async with self._session.post(url, data=data, headers=self._headers) as r:
+                raw = await r.read()
+                return r.status, parse_retry_after(r.headers.get("retry-after")), raw.decode("utf-8", "replace")
+        except asyncio.TimeoutError:
+            raise TransientError(f"{url}: timed out after {self.timeout_s} s") from None
+        except aiohttp.ClientError as e:
+            raise TransientError(f"{url}: {type(e).__name__}: {e}") from None
+
+    async def _post_httpx(self, url: str, data: bytes) -> tuple[int, float | None, str]:
+        import httpx
+
+        if self._session is None:
+            self._session = httpx.AsyncClient(
+                timeout=httpx.Timeout(self.timeout_s, connect=self.connect_timeout_s),
+                limits=httpx.Limits(
+                    max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+                ),
+            )
+        try:
+            r = await self._session.post(url, content=data, headers=self._headers)
         except httpx.TimeoutException as e:
             raise TransientError(f"{url}: timed out ({type(e).__name__})") from None
         except httpx.TransportError as e:
             raise TransientError(f"{url}: {type(e).__name__}: {e}") from None
-        if r.status_code == 200:
-            try:
-                body = r.json()
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                raise TransientError(f"{url}: 200 with a body that is not JSON: {r.text[:120]!r}") from None
-            if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
-                raise TransientError(f"{url}: 200 with a body that is not a chat completion: {r.text[:120]!r}")
-            return body
-        retry_after = parse_retry_after(r.headers.get("retry-after"))
-        snippet = r.text[:200].replace("\n", " ")
-        if r.status_code in _RETRYABLE_STATUS or r.status_code >= 500:
-            raise TransientError(
-                f"{url}: HTTP {r.status_code}: {snippet}", retry_after=retry_after, status=r.status_code
-            )
-        raise LLMUnavailable(f"{url}: HTTP {r.status_code} (not retried): {snippet}")
+        return r.status_code, parse_retry_after(r.headers.get("retry-after")), r.text
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._session is not None:
+            await (self._session.aclose() if self.transport == "httpx" else self._session.close())
+            self._session = None
+
+
+def _classify(url: str, status: int, retry_after: float | None, text: str) -> dict[str, Any]:
+    """The completion body of a 200, or the error a status stands for (module doc)."""
+    if status == 200:
+        try:
+            body = json.loads(text)
+        except json.JSONDecodeError:
+            raise TransientError(f"{url}: 200 with a body that is not JSON: {text[:120]!r}") from None
+        if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
+            raise TransientError(f"{url}: 200 with a body that is not a chat completion: {text[:120]!r}")
+        return body
+    snippet = text[:200].replace("\n", " ")
+    if status in _RETRYABLE_STATUS or status >= 500:
+        raise TransientError(f"{url}: HTTP {status}: {snippet}", retry_after=retry_after, status=status)
+    raise LLMUnavailable(f"{url}: HTTP {status} (not retried): {snippet}")

@@ -13,6 +13,7 @@
     stats = await run_step(Score(), tasks, run_dir, ctx=StepContext(llm=client), concurrency=64,
                            shard=Shard.parse("1/4"))
     scored = read_outputs(run_dir, "traj.score", Scored)           # ok outputs, all shards, sorted by key
+    stats = await run_chain([Task(), Score()], seeds, run_dir, ctx=ctx)   # records flow step to step
     print(Funnel.from_run(run_dir, ["traj.task", "traj.score"], first_inputs=len(tasks)).table())
 
 On disk: `<run_dir>/<step>[.shard-I-of-N].jsonl`, one `Envelope` per input record (status
@@ -29,6 +30,7 @@ from data_synth.pipeline.runner import (
     StepContext,
     process_one,
     read_outputs,
+    run_chain,
     run_step,
 )
 from data_synth.pipeline.shard import Shard
@@ -50,6 +52,7 @@ __all__ = [
     "process_one",
     "read_envelopes",
     "read_outputs",
+    "run_chain",
     "run_step",
     "step_file",
     "step_files",

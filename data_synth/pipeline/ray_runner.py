@@ -102,12 +102,11 @@ async def run_step_ray(
                 done, _ = await asyncio.wait(in_flight, return_when=asyncio.FIRST_COMPLETED)
                 for fut in done:
                     in_flight.pop(fut)
-                    rows = fut.result()
-                    for raw in rows:
-                        env = Envelope.model_validate(raw)
-                        out.append(env)
+                    envs = [Envelope.model_validate(raw) for raw in fut.result()]
+                    await out.append_async(*envs)
+                    for env in envs:
                         _count(stats, env)
-                    bar.update(len(rows))
+                    bar.update(len(envs))
     finally:
         for fut in in_flight:
             fut.cancel()

@@ -150,11 +150,22 @@ async def process_one(step: Step, record: Record, ctx: StepContext) -> Envelope:
     )
 
 
-def pending(
-    step: Step, inputs: Iterable[Record], run_dir: str | Path, shard: Shard, stats: RunStats
-) -> Iterator[Record]:
-    """The inputs this invocation must process (see the module doc), counting the rest."""
-    done = {k for k, e in read_envelopes(run_dir, step.name).items() if e.final}
+def _count(stats: RunStats, env: Envelope) -> None:
+    setattr(stats, env.status, getattr(stats, env.status) + 1)
+
+
+def _finished(run_dir: str | Path, step: Step) -> dict[str, Envelope]:
+    done = {k: e for k, e in read_envelopes(run_dir, step.name).items() if e.final}
+    for key, env in done.items():
+        if env.status == "ok" and env.record_version != step.output_type.VERSION:
+            raise StoreError(
+                f"{step.name}: record {key} has version {env.record_version}, this code writes version "
+                f"{step.output_type.VERSION}; continue in a fresh run directory"
+            )
+    return done
+
+
+def _unique(inputs: Iterable[Record], shard: Shard, stats: RunStats) -> Iterator[Record]:
     seen: set[str] = set()
     for record in inputs:
         if not shard.contains(record.key):
@@ -164,14 +175,93 @@ def pending(
             stats.duplicates += 1
             continue
         seen.add(record.key)
+        yield record
+
+
+def pending(
+    step: Step, inputs: Iterable[Record], run_dir: str | Path, shard: Shard, stats: RunStats
+) -> Iterator[Record]:
+    """The inputs one step must process (see the module doc), counting the rest in `stats`."""
+    done = _finished(run_dir, step)
+    for record in _unique(inputs, shard, stats):
         if record.key in done:
             stats.skipped_done += 1
             continue
         yield record
 
 
-def _count(stats: RunStats, env: Envelope) -> None:
-    setattr(stats, env.status, getattr(stats, env.status) + 1)
+async def run_chain(
+    steps: list[Step],
+    inputs: Iterable[Record],
+    run_dir: str | Path,
+    *,
+    ctx: StepContext,
+    concurrency: int = 64,
+    shard: Shard | None = None,
+    progress: bool = True,
+) -> list[RunStats]:
+    """Run `steps` back to back per record: a record moves on to the next step as soon as it
+    is done with one, so while some records wait on the LLM in one step others use the
+    sandbox in the next, and no step waits for the slowest record of the one before. Each
+    step writes its own file exactly as `run_step` would, with the same resume rules: a
+    record resumes at the first step without a final envelope for it. `concurrency` bounds
+    input records in flight (a fan-out step's outputs travel within their input's slot)."""
+    if not steps:
+        return []
+    for a, b in zip(steps, steps[1:], strict=False):
+        if not issubclass(a.output_type, b.input_type):
+            raise TypeError(f"{a.name} writes {a.output_type.__name__} but {b.name} reads {b.input_type.__name__}")
+    shard = shard or Shard(0, 1)
+    stats = [RunStats(step=s.name) for s in steps]
+    t0 = time.monotonic()
+    done = [_finished(run_dir, s) for s in steps]
+    roots = list(_unique(inputs, shard, stats[0]))
+    stats[0].seen = 0  # counted again below, as records arrive at each step
+    desc = " > ".join(s.name for s in steps)
+    bar = tqdm(total=len(roots), desc=desc, unit="rec", disable=not progress, leave=False)
+    slots = asyncio.Semaphore(concurrency)
+
+    async def advance(record: Record, i: int, outs: list[Appender]) -> None:
+        stats[i].seen += 1
+        env = done[i].get(record.key)
+        if env is None:
+            env = await process_one(steps[i], record, ctx)
+            await outs[i].append_async(env)
+            _count(stats[i], env)
+        else:
+            stats[i].skipped_done += 1
+        if env.status != "ok" or i + 1 == len(steps):
+            return
+        next_type = steps[i + 1].input_type
+        await asyncio.gather(*(advance(next_type.model_validate(o), i + 1, outs) for o in env.out))
+
+    async def root(record: Record, outs: list[Appender]) -> None:
+        try:
+            await advance(record, 0, outs)
+            bar.update(1)
+        finally:
+            slots.release()
+
+    tasks: set[asyncio.Task] = set()
+    outs = [Appender(step_file(run_dir, s.name, shard)) for s in steps]
+    try:
+        for record in roots:
+            await slots.acquire()
+            task = asyncio.create_task(root(record, outs))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+        if tasks:
+            await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for out in outs:
+            out.close()
+        bar.close()
+    elapsed = time.monotonic() - t0
+    for st in stats:
+        st.elapsed_s = elapsed
+    return stats
 
 
 async def run_step(
@@ -184,40 +274,10 @@ async def run_step(
     shard: Shard | None = None,
     progress: bool = True,
 ) -> RunStats:
-    shard = shard or Shard(0, 1)
-    stats = RunStats(step=step.name)
-    t0 = time.monotonic()
-    todo = list(pending(step, inputs, run_dir, shard, stats))
-    if not todo:
-        stats.elapsed_s = time.monotonic() - t0
-        return stats
-    slots = asyncio.Semaphore(concurrency)
-    bar = tqdm(total=len(todo), desc=step.name, unit="rec", disable=not progress, leave=False)
-
-    async def one(record: Record, out: Appender) -> None:
-        try:
-            env = await process_one(step, record, ctx)
-            out.append(env)
-            _count(stats, env)
-            bar.update(1)
-        finally:
-            slots.release()
-
-    tasks: set[asyncio.Task] = set()
-    with Appender(step_file(run_dir, step.name, shard)) as out:
-        try:
-            for record in todo:
-                await slots.acquire()
-                task = asyncio.create_task(one(record, out))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            if tasks:
-                await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            bar.close()
-    stats.elapsed_s = time.monotonic() - t0
+    """One step over its inputs (see the module doc)."""
+    (stats,) = await run_chain(
+        [step], inputs, run_dir, ctx=ctx, concurrency=concurrency, shard=shard, progress=progress
+    )
     return stats
 
 

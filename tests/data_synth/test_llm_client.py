@@ -25,8 +25,15 @@ from data_synth.llm.http import EndpointPool, parse_retry_after
 MSGS = [{"role": "user", "content": "hello"}]
 
 
-def _client(urls, *, cache=None, retries=4, timeout=5.0, concurrency=8, endpoint_backoff=0.05):
-    backend = HTTPBackend(urls, api_key_env="FAKE_LLM_KEY", timeout_s=timeout, backoff_base_s=endpoint_backoff)
+@pytest.fixture(params=["aiohttp", "httpx"])
+def transport(request):
+    return request.param
+
+
+def _client(urls, transport, *, cache=None, retries=4, timeout=5.0, concurrency=8, endpoint_backoff=0.05):
+    backend = HTTPBackend(
+        urls, api_key_env="FAKE_LLM_KEY", timeout_s=timeout, backoff_base_s=endpoint_backoff, transport=transport
+    )
     return LLMClient(
         backend,
         model="m",
@@ -54,7 +61,7 @@ async def serve():
 
 
 @pytest.mark.asyncio
-async def test_retries_timeout_429_500_and_junk_then_succeeds(serve, monkeypatch):
+async def test_retries_timeout_429_500_and_junk_then_succeeds(serve, monkeypatch, transport):
     monkeypatch.setenv("FAKE_LLM_KEY", "sk-secret-value")
     script = [
         FakeReply(delay_s=2.0, body={}),  # times out (client timeout 0.5 s)
@@ -68,7 +75,7 @@ async def test_retries_timeout_429_500_and_junk_then_succeeds(serve, monkeypatch
         return script[n] if n < len(script) else chat_reply("fine")
 
     server, url = await serve(handler)
-    client = _client([url], retries=6, timeout=0.5)
+    client = _client([url], transport, retries=6, timeout=0.5)
     t0 = time.monotonic()
     with usage_scope() as record_usage:
         c = await client.complete(MSGS, step="t")
@@ -82,17 +89,17 @@ async def test_retries_timeout_429_500_and_junk_then_succeeds(serve, monkeypatch
 
 
 @pytest.mark.asyncio
-async def test_exhausted_retries_and_fatal_status(serve, caplog):
+async def test_exhausted_retries_and_fatal_status(serve, caplog, transport):
     caplog.set_level(logging.DEBUG)
     server, url = await serve(lambda p, n: FakeReply(status=503, body="down"))
-    client = _client([url], retries=2)
+    client = _client([url], transport, retries=2)
     with pytest.raises(LLMUnavailable, match="after 3 attempts.*503"):
         await client.complete(MSGS, step="t")
     assert len(server.requests) == 3
     await client.aclose()
 
     server2, url2 = await serve(lambda p, n: FakeReply(status=400, body={"error": "context too long"}))
-    client = _client([url2], retries=5)
+    client = _client([url2], transport, retries=5)
     with pytest.raises(LLMUnavailable, match="400"):
         await client.complete(MSGS, step="t")
     assert len(server2.requests) == 1  # a 400 is never retried
@@ -108,16 +115,16 @@ def test_retry_after_forms():
 
 
 @pytest.mark.asyncio
-async def test_cache_makes_rerun_send_nothing(serve, tmp_path):
+async def test_cache_makes_rerun_send_nothing(serve, tmp_path, transport):
     server, url = await serve(lambda p, n: chat_reply(f"answer {n}"))
     cache_path = tmp_path / "cache.sqlite"
-    client = _client([url], cache=ResponseCache(cache_path))
+    client = _client([url], transport, cache=ResponseCache(cache_path))
     first = [await client.complete(MSGS, step="t", sample=i) for i in range(3)]
     assert [c.text for c in first] == ["answer 0", "answer 1", "answer 2"]  # samples are distinct entries
     await client.aclose()
     assert len(server.requests) == 3
 
-    client = _client([url], cache=ResponseCache(cache_path))
+    client = _client([url], transport, cache=ResponseCache(cache_path))
     again = [await client.complete(MSGS, step="t", sample=i) for i in range(3)]
     assert [c.text for c in again] == [c.text for c in first] and all(c.cached for c in again)
     assert len(server.requests) == 3  # zero requests the second time
@@ -128,11 +135,11 @@ async def test_cache_makes_rerun_send_nothing(serve, tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_pool_spreads_and_avoids_failing_endpoint(serve):
+async def test_pool_spreads_and_avoids_failing_endpoint(serve, transport):
     good_a, url_a = await serve(lambda p, n: chat_reply("a", delay_s=0.05))
     good_b, url_b = await serve(lambda p, n: chat_reply("b", delay_s=0.05))
     bad, url_bad = await serve(lambda p, n: FakeReply(status=500, body="boom"))
-    client = _client([url_a, url_b, url_bad], retries=6, concurrency=6, endpoint_backoff=5.0)
+    client = _client([url_a, url_b, url_bad], transport, retries=6, concurrency=6, endpoint_backoff=5.0)
     results = await asyncio.gather(*(client.complete(MSGS, step="t", sample=i) for i in range(30)))
     assert all(r.text in ("a", "b") for r in results)
     assert len(good_a.requests) >= 10 and len(good_b.requests) >= 10
@@ -151,7 +158,7 @@ def test_pool_least_loaded_and_round_robin():
 
 
 @pytest.mark.asyncio
-async def test_tools_passthrough_and_tool_calls_parsed(serve):
+async def test_tools_passthrough_and_tool_calls_parsed(serve, transport):
     def handler(payload, n):
         assert payload["tools"][0]["function"]["name"] == "get_weather"
         return chat_reply(
@@ -163,7 +170,7 @@ async def test_tools_passthrough_and_tool_calls_parsed(serve):
         )
 
     server, url = await serve(handler)
-    client = _client([url])
+    client = _client([url], transport)
     tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
     c = await client.complete(MSGS, step="agent", tools=tools, tool_choice="auto")
     assert server.requests[0]["tool_choice"] == "auto"

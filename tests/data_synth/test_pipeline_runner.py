@@ -24,6 +24,7 @@ from data_synth.pipeline import (
     StoreError,
     read_envelopes,
     read_outputs,
+    run_chain,
     run_step,
     step_file,
 )
@@ -140,6 +141,38 @@ def test_final_envelope_wins_over_error_and_duplicates(tmp_path):
         out.append(Envelope(step="s", key="a", status="ok", out=[{"key": "a"}]))
         out.append(Envelope(step="s", key="a", status="rejected", reason="late duplicate"))
     assert read_envelopes(tmp_path, "s")["a"].status == "ok"
+
+
+class Split(Step[Doubled, Item]):
+    """Fan-out: one input, two outputs with their own keys."""
+
+    name = "t.split"
+    input_type = Doubled
+    output_type = Item
+
+    def __init__(self, fail=False):
+        self.fail = fail
+
+    async def process(self, record, ctx):
+        if self.fail and record.value % 4 == 0:
+            raise RuntimeError("flaky")
+        return [Item(key=f"{record.key}/a", n=record.value), Item(key=f"{record.key}/b", n=-record.value)]
+
+
+@pytest.mark.asyncio
+async def test_chain_streams_records_and_resumes_mid_chain(tmp_path):
+    items = _items(12)
+    stats = await run_chain([Double(), Split(fail=True)], items, tmp_path, ctx=_ctx(), concurrency=3, progress=False)
+    assert [(s.ok, s.rejected, s.error) for s in stats] == [(11, 1, 0), (5, 0, 6)]
+    backend = ScriptedBackend(responder=_responder)
+    ctx = StepContext(llm=LLMClient(backend, model="m"))
+    again = await run_chain([Double(), Split()], items, tmp_path, ctx=ctx, progress=False)
+    assert again[0].skipped_done == 12 and again[1].ok == 6 and again[1].skipped_done == 5
+    assert backend.requests == []  # step 1 was finished: resuming at step 2 asks the model nothing
+    split = read_outputs(tmp_path, "t.split", Item)
+    assert len(split) == 22 and {i.key for i in split} >= {"item-002/a", "item-002/b"}
+    with pytest.raises(TypeError, match="writes Doubled but t.double reads Item"):
+        await run_chain([Double(), Double()], items, tmp_path, ctx=ctx)
 
 
 KILL_SCRIPT = textwrap.dedent(
