@@ -58,15 +58,24 @@ def run_pipeline(base_url: str, inputs: Path, run_dir: Path, *, samples: int, li
     if limit:
         argv += ["--limit", str(limit)]
     args = build_parser().parse_args(argv)
+    run = EnvRun(args)
     t0, c0 = time.perf_counter(), time.process_time()
-    asyncio.run(EnvRun(args).run(["synthesize"]))
+    asyncio.run(run.run(["synthesize"]))
     elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     funnel = env_funnel(run_dir)
-    merged = next(s for s in funnel.steps if s.step == "env.merge")
-    calls = sum(s.usage.completions for s in funnel.steps)
-    requests = sum(s.usage.requests for s in funnel.steps)
-    return {"envs": merged.ok, "seconds": elapsed, "cpu_s": cpu, "calls": calls, "requests": requests,
-            "rejected": sum(s.rejected + s.error for s in funnel.steps)}  # fmt: skip
+    steps = {s.step: s for s in funnel.steps}
+    requests = {name: s.usage.requests for name, s in steps.items()}
+    return {
+        "envs": steps["env.merge"].ok,
+        "seconds": elapsed,
+        "cpu_s": cpu,
+        "calls": sum(s.usage.completions for s in funnel.steps),
+        "requests": sum(requests.values()),
+        "qa_requests": sum(requests[n] for n in ("env.decompose", "env.necessity", "env.verify")),
+        "tool_requests": requests["env.tools"] + requests["env.merge"],
+        "timings": run.timings,
+        "rejected": sum(s.rejected + s.error for s in funnel.steps),
+    }
 
 
 def main() -> int:
@@ -101,6 +110,16 @@ def main() -> int:
           f"({conc['requests']} requests, {conc['rejected']} rejected/errored; pipeline process CPU "
           f"{conc['cpu_s']:.1f} s = {1000 * conc['cpu_s'] / max(conc['envs'], 1):.0f} ms per env)")  # fmt: skip
     print(f"  ideal bound C/latency/calls = {ideal:.0f} envs/min -> {100 * rate / ideal:.1f}% of ideal")
+    per_s = a.concurrency / a.latency  # requests per second the endpoint can serve at C
+    t = conc["timings"]
+    print(
+        f"  decompose>necessity>verify (LLM only): {t['qa_chain']:.1f} s, bound {conc['qa_requests'] / per_s:.1f} s "
+        f"-> {100 * conc['qa_requests'] / per_s / t['qa_chain']:.0f}% of ideal"
+    )
+    print(
+        f"  tools>merge (LLM + sandbox checks and golden replay): {t['tool_chain']:.1f} s, LLM bound "
+        f"{conc['tool_requests'] / per_s:.1f} s -> {100 * conc['tool_requests'] / per_s / t['tool_chain']:.0f}% of ideal"
+    )
     print(f"sequential (C=1): {seq['envs']} envs in {seq['seconds']:.1f} s = {seq_rate:.1f} envs/min "
           f"({100 * seq_rate / seq_ideal:.1f}% of its bound {seq_ideal:.1f})")  # fmt: skip
     print(f"speed-up concurrent / sequential: {rate / seq_rate:.1f}x")

@@ -32,6 +32,7 @@ import asyncio
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from data_synth.env.context import EnvContextFactory
@@ -184,6 +185,7 @@ class EnvRun:
             sandbox=SandboxConfig(**sandbox_kw),
         )
         self._ctx: StepContext | None = None
+        self.timings: dict[str, float] = {}  # seconds per phase of `synthesize`
 
     async def _local_ctx(self) -> StepContext:
         if self._ctx is None:
@@ -288,10 +290,14 @@ class EnvRun:
         """Every step up to merge, as `run` does them: decompose > necessity > verify streamed
         per record, the select barrier (the percentile needs every score), tools > merge streamed."""
         a = self.args
+        t0 = time.perf_counter()
         await self.chain([Decompose(), LabelNecessity(a.judge_temperature), Verify(a.judge_temperature)], self.seeds())
+        t1 = time.perf_counter()
         await self.select()
         selected = read_outputs(self.run_dir, "env.select", Selected)
+        t2 = time.perf_counter()
         await self.chain([self.tools_step(), MergeTools(a.merge_retries)], selected)
+        self.timings = {"qa_chain": t1 - t0, "select": t2 - t1, "tool_chain": time.perf_counter() - t2}
 
     async def publish(self) -> None:
         from env_registry.store import EnvStore
