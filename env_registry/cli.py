@@ -423,6 +423,26 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_sft(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from env_registry.golden_sft import GoldenSFTError, write_golden_sft
+
+    t0 = time.perf_counter()
+    with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(1)
+
+        try:
+            n = write_golden_sft(args.rl_parquet, args.out, progress=progress)
+        except GoldenSFTError as exc:
+            raise CliError(str(exc)) from None
+    _out(f"wrote {n} golden SFT conversations to {args.out} in {time.perf_counter() - t0:.1f} s")
+    return 0
+
+
 # -- parser --------------------------------------------------------------------------------
 
 
@@ -511,6 +531,18 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--max-prompt-length", type=int, help="drop rows whose prompt is longer (needs --tokenizer)")
     e.add_argument("--domains", help="export only these domains (comma-separated)")
     e.set_defaults(func=cmd_export)
+
+    gs = sub.add_parser(
+        "export-sft",
+        parents=[common],
+        help="golden demonstrations of exported RL rows as SFT parquet",
+        description="One SFT conversation per row of an RL parquet written by export-parquet: the row's prompt "
+        "and tools, each tool-needing sub-question's golden call with its real sandbox output, then the final "
+        "answer. Same format as `data_synth traj export` (see env_registry.golden_sft).",
+    )
+    gs.add_argument("rl_parquet", help="an export-parquet file, e.g. <out>/mix_none/train.parquet")
+    gs.add_argument("--out", required=True, help="SFT parquet to write")
+    gs.set_defaults(func=cmd_export_sft)
 
     sc = sub.add_parser("schema", parents=[common], help="print the JSON Schema of the environment format")
     sc.set_defaults(func=cmd_schema)

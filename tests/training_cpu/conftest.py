@@ -6,7 +6,6 @@ Everything is built locally (tiny model, seeded procedural environments); nothin
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -67,58 +66,14 @@ def procedural_envs(tmp_path_factory, tiny_model_dir):
     return root / "rl" / "mix_none"
 
 
-def golden_sft_rows(rl_parquet: Path) -> list[dict]:
-    """One SFT conversation per RL row: the row's prompt and tools, then one assistant tool call per
-    tool-needing sub-question (its golden call), the call's real output from the sandbox, and the final
-    answer. Calls are sequential (one per turn): verl's turn-by-turn tokenization needs that."""
-    import pandas as pd
-
-    from astra_verl.sandbox import BatchJob, Module, Program, run_programs
-    from env_registry.export import tool_schemas
-    from env_registry.matching import answer_in_text
-    from env_registry.rows import RowInfo
-    from env_registry.store import EnvStore
-    from env_registry.validate import replay_module
-
-    rows = pd.read_parquet(rl_parquet).to_dict("records")
-    stores: dict[str, EnvStore] = {}
-    plans, jobs = [], []
-    for row in rows:
-        info = RowInfo.from_extra_info(row["extra_info"])
-        store = stores.setdefault(info.store, EnvStore.open(info.store, "r"))
-        env = store.get(info.env_id)
-        calls = []
-        for q in env.sub_questions:
-            if not q.needs_tool:
-                continue
-            tool = env.tool(q.tool)
-            golden = next(g for g in tool.golden_calls if answer_in_text(q.answer, g.expected, q.match))
-            calls.append((tool.name, golden.args))
-        program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
-        jobs.append(BatchJob(program, [(replay_module(name, env.id), name, args) for name, args in calls]))
-        plans.append((row, env, calls, tool_schemas(env, info.tools, store)))
-    outputs = run_programs(jobs)
-    sft = []
-    for (row, env, calls, tools), results in zip(plans, outputs, strict=True):
-        messages = [dict(m) for m in row["prompt"]]
-        for i, ((name, args), result) in enumerate(zip(calls, results, strict=True)):
-            assert result.ok, f"golden call {name}({args}) of {env.id} failed in the sandbox: {result.message}"
-            call = {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
-            messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-            messages.append({"role": "tool", "tool_call_id": f"call_{i}", "name": name, "content": result.text})
-        messages.append({"role": "assistant", "content": env.final_answer})
-        sft.append({"messages": messages, "tools": json.dumps(tools)})
-    return sft
-
-
 @pytest.fixture(scope="session")
 def golden_sft_parquet(procedural_envs, tmp_path_factory):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows = golden_sft_rows(procedural_envs / "train.parquet")
     path = tmp_path_factory.mktemp("sft") / "golden.parquet"
-    pq.write_table(pa.Table.from_pylist(rows), path)
+    proc = run_module(
+        python("-m", "env_registry", "-q", "export-sft", str(procedural_envs / "train.parquet"), "--out", str(path)),
+        cwd=path.parent,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
     return path
 
 
