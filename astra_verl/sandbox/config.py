@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -36,6 +37,11 @@ class SandboxConfig:
     uid_base: sessions run as uids from uid_base upwards (root only); pick a range no real user has.
     landlock: use Landlock where the kernel has it. Turn off only to test the degraded fallback
         or on a kernel whose Landlock misbehaves (describe_isolation() then says so).
+    packages: installed packages (top-level import names) that sessions may import, e.g.
+        `[bfcl_eval, mpmath]` for BFCL's API classes. Default: none, the standard library only.
+        Only each package's own directory is exposed, read-only (bound under bwrap, readable under
+        Landlock), never the site-packages around it; its code runs inside the session, confined
+        like tool code. A name that is not an installed regular package fails the pool's start.
     """
 
     workers: int = dataclasses.field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
@@ -52,10 +58,14 @@ class SandboxConfig:
     backend: str = "auto"
     uid_base: int = 1_000_000_000
     landlock: bool = True
+    packages: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "packages":
+                object.__setattr__(self, "packages", _package_names(value))
+                continue
             if f.name == "backend":
                 if value not in BACKENDS:
                     raise ValueError(f"astra.sandbox.backend must be one of {BACKENDS}, got {value!r}")
@@ -96,3 +106,14 @@ class SandboxConfig:
             if f.name in values and f.type in ("float", float) and isinstance(values[f.name], int):
                 values[f.name] = float(values[f.name])
         return cls(**values)
+
+
+def _package_names(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, Sequence):  # list, tuple, OmegaConf ListConfig
+        raise TypeError(f"astra.sandbox.packages must be a list of package names, got {value!r}")
+    for name in value:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"astra.sandbox.packages: {name!r} is not a top-level package name (e.g. 'mpmath', no dots)"
+            )
+    return tuple(dict.fromkeys(value))

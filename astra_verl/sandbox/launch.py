@@ -5,7 +5,8 @@ bwrap backend (the worker and its sessions share one set of namespaces, private 
   pid, net (no interfaces but a down loopback), ipc, uts, cgroup, mount namespaces; the new root
   holds read-only binds of /usr, the system library dirs and the Python installation, a private
   /proc and /dev, and a size-limited tmpfs /tmp for work dirs; nothing else of the host exists
-  there (no /home, /root, /etc/shadow, /work ...). `--die-with-parent`, `--new-session`, and as
+  there (no /home, /root, /etc/shadow, /work ...) but the directories of the installed packages
+  `SandboxConfig.packages` names, bound read-only at their own paths. `--die-with-parent`, `--new-session`, and as
   root every capability dropped but setuid/setgid/chown/kill/sys_admin (to give sessions their
   own uid and tmpfs and to stop them); sessions lose all of them with the uid drop.
 process backend: the worker is a plain child process (own session, minimal environment).
@@ -15,6 +16,7 @@ Both: every session then confines itself (inside/confine.py): own uid, rlimits, 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import logging
 import os
@@ -60,6 +62,25 @@ def read_paths() -> list[str]:
     return list(dict.fromkeys(p for p in paths if os.path.exists(p)))
 
 
+def package_dirs(names: tuple[str, ...]) -> dict[str, str]:
+    """The directory of each installed package in `names`, found the way this process imports it."""
+    dirs: dict[str, str] = {}
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError) as exc:
+            raise SandboxUnavailable(f"astra.sandbox.packages: cannot locate {name!r}: {exc}") from exc
+        locations = list(spec.submodule_search_locations or []) if spec else []
+        if spec is None or spec.origin in (None, "namespace") or len(locations) != 1:
+            found = "not installed" if spec is None else f"a {'module file' if not locations else 'namespace package'}"
+            raise SandboxUnavailable(
+                f"astra.sandbox.packages: {name!r} is {found}; only installed regular packages (a directory "
+                "with __init__.py) can be exposed to sessions"
+            )
+        dirs[name] = os.path.realpath(locations[0])
+    return dirs
+
+
 def _bwrap_binary() -> str | None:
     return shutil.which("bwrap")
 
@@ -96,6 +117,8 @@ def bwrap_args(config: SandboxConfig) -> list[str]:
         args += ["--ro-bind", d, d]
     for f in SYSTEM_FILES:
         args += ["--ro-bind-try", f, f]
+    for d in package_dirs(config.packages).values():
+        args += ["--ro-bind", d, d]
     args += ["--ro-bind", os.path.join(PKG_ROOT, "inside"), f"{SANDBOX_PKG_ROOT}/inside"]
     args += ["--proc", "/proc", "--dev", "/dev"]
     args += ["--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
@@ -112,13 +135,15 @@ class WorkerCommand:
 def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: str) -> WorkerCommand:
     """The command line that starts one worker whose control channel is the inherited `ctl_fd`."""
     pkg_root = SANDBOX_PKG_ROOT if backend == "bwrap" else PKG_ROOT
+    packages = package_dirs(config.packages)
     cfg = {
         "fd": ctl_fd,
         "pkg_root": pkg_root,
         "work_root": work_root,
         "landlock": config.landlock,
         "tmp_mb": config.tmp_mb,
-        "read_paths": read_paths(),
+        "read_paths": read_paths() + list(packages.values()),
+        "packages": packages,
         "max_output_chars": config.max_output_chars,
         "limits": {
             "memory_mb": config.memory_mb,
@@ -224,6 +249,8 @@ def describe_isolation(
             + ("the namespaces and " if backend == "bwrap" else "")
             + "the session uid's permissions only"
         )
+    if config.packages:
+        parts.append(f"importable packages (read-only): {', '.join(config.packages)}")
     parts.append(
         f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to itself only, no ptrace, "
         "namespaces, mounts, bpf, io_uring, SysV IPC"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import errno
 import importlib.machinery
+import importlib.util
 import inspect
 import json
 import os
@@ -159,6 +160,21 @@ class ProgramFinder:
 
     def exec_module(self, module):
         exec(self.codes[module.__name__], module.__dict__)
+
+
+class PackageFinder:
+    """Imports the installed packages a pool exposes (`SandboxConfig.packages`) from descriptors of
+    their directories: only those directories are readable, so the site-packages around them
+    cannot be searched. Appended after the path finder: a standard-library name always wins."""
+
+    def __init__(self, roots: dict[str, str]):
+        self.roots = roots  # top-level name -> "/proc/self/fd/N"
+
+    def find_spec(self, name, path=None, target=None):
+        root = self.roots.get(name) if path is None else None
+        if root is None:
+            return None
+        return importlib.util.spec_from_file_location(name, f"{root}/__init__.py", submodule_search_locations=[root])
 
 
 class Runtime:
@@ -322,6 +338,7 @@ def run(
     read_paths: list[str],
     stdlib_dirs: list[str],
     stdlib_fds: list[int],
+    package_fds: dict[str, int],
     codes: dict,
     compile_errors: dict,
 ) -> None:
@@ -334,7 +351,7 @@ def run(
         signal.set_wakeup_fd(-1)
         # Keep only what the session needs: a descriptor inherited from the worker (its control
         # channel, another session's socket still queued there) would reach outside the session.
-        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds})
+        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds, *package_fds.values()})
         for lo, hi in zip(keep, [*keep[1:], None], strict=True):
             if hi is None:
                 os.closerange(lo + 1, 1 << 20)
@@ -366,6 +383,8 @@ def run(
         # The Python install may sit below a directory the session's uid cannot traverse (/root is
         # 0700): the worker opened its stdlib directories as root, and /proc/self/fd/N reaches them.
         reroot_imports(stdlib_dirs, stdlib_fds)
+        if package_fds:
+            sys.meta_path.append(PackageFinder({n: f"/proc/self/fd/{fd}" for n, fd in package_fds.items()}))
         import tempfile
 
         tempfile.tempdir = workdir

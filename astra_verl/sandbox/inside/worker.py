@@ -56,6 +56,8 @@ class Worker:
         stdlib = [p for p in sys.path if p and os.path.isdir(p) and p != cfg["pkg_root"]]
         self.stdlib_dirs = stdlib
         self.stdlib_fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in stdlib]
+        # name -> fd of an installed package's directory (SandboxConfig.packages), reached like the stdlib
+        self.package_fds = {n: os.open(d, os.O_PATH | os.O_DIRECTORY) for n, d in cfg.get("packages", {}).items()}
         self.read_paths = list(dict.fromkeys([*stdlib, *cfg["read_paths"]]))
         os.makedirs(cfg["work_root"], mode=0o711, exist_ok=True)
         scratch = os.path.join(cfg["work_root"], f"probe-{self.pid}")
@@ -118,6 +120,7 @@ class Worker:
                 read_paths=self.read_paths,
                 stdlib_dirs=self.stdlib_dirs,
                 stdlib_fds=self.stdlib_fds,
+                package_fds=self.package_fds,
                 codes=codes,
                 compile_errors=errors,
             )

@@ -1,0 +1,90 @@
+"""`SandboxConfig.packages`: named installed packages importable in sessions, nothing else of site-packages."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxError, describe_isolation, run_calls
+
+PROBE = """
+import json, os, sys
+
+def probe(site, sibling_file, package_file):
+    out = {}
+    import mpmath
+    out["mpmath"] = str(mpmath.mpf(2) ** 10)
+    def attempt(key, fn):
+        try:
+            out[key] = fn()
+        except Exception as exc:
+            out[key] = type(exc).__name__
+    attempt("list_site", lambda: len(os.listdir(site)))
+    attempt("read_sibling", lambda: open(sibling_file).read(10))
+    attempt("write_package", lambda: open(package_file, "a").write("x"))
+    attempt("import_numpy", lambda: __import__("numpy").__name__)
+    attempt("import_json", lambda: __import__("json").__name__)
+    return out
+"""
+
+
+def _site_of(name: str) -> str:
+    return os.path.dirname(os.path.dirname(importlib.util.find_spec(name).origin))
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_only_the_named_packages_are_readable_and_importable(backend):
+    site = _site_of("mpmath")
+    sibling = importlib.util.find_spec("numpy").origin  # numpy sits in the same site-packages
+    assert os.path.dirname(os.path.dirname(sibling)) == site
+    package_file = importlib.util.find_spec("mpmath").origin
+    config = SandboxConfig(workers=1, backend=backend, packages=["mpmath"])
+    (result,) = run_calls(
+        Program((Module("p", PROBE),)),
+        [("p", "probe", {"site": site, "sibling_file": sibling, "package_file": package_file})],
+        config,
+    )
+    assert result.ok, result.message
+    out = json.loads(result.output)
+    assert out["mpmath"] == "1024.0"
+    assert out["import_json"] == "json"  # the standard library still wins and works
+    # bwrap: the rest of site-packages does not exist in the namespace; process: Landlock denies it
+    assert out["list_site"] in ("PermissionError", "FileNotFoundError")
+    assert out["read_sibling"] in ("PermissionError", "FileNotFoundError")
+    assert out["write_package"] in ("PermissionError", "OSError")
+    assert out["import_numpy"] == "ModuleNotFoundError"
+
+
+def test_without_packages_nothing_outside_the_stdlib_imports():
+    src = "def f():\n    import mpmath\n"
+    (result,) = run_calls(Program((Module("p", src),)), [("p", "f", {})], SandboxConfig(workers=1))
+    assert not result.ok and "No module named 'mpmath'" in result.message
+
+
+def test_package_names_are_validated():
+    assert SandboxConfig(packages=["mpmath", "mpmath"]).packages == ("mpmath",)
+    assert SandboxConfig.from_dict({"packages": ["mpmath"]}).packages == ("mpmath",)
+    with pytest.raises(TypeError, match="list of package names"):
+        SandboxConfig(packages="mpmath")
+    with pytest.raises(ValueError, match="top-level package name"):
+        SandboxConfig(packages=["mpmath.libmp"])
+    assert "importable packages (read-only): mpmath" in describe_isolation(SandboxConfig(packages=["mpmath"]))
+
+
+def test_a_name_that_is_not_an_installed_package_fails_the_start():
+    with pytest.raises(SandboxError, match="not installed"):
+        run_calls(
+            Program((Module("p", "def f():\n    return 1\n"),)),
+            [("p", "f", {})],
+            SandboxConfig(workers=1, packages=["no_such_package_astra"]),
+        )
+
+
+def test_a_module_file_is_refused():
+    import astra_verl.sandbox.launch as launch
+
+    with pytest.raises(launch.SandboxUnavailable, match="module file"):
+        launch.package_dirs(("typing_extensions",))
