@@ -18,6 +18,7 @@ REGISTERING_MODULES: tuple[str, ...] = (
     "astra_verl.platform.cpu",  # verl platform "cpu" (selected by VERL_PLATFORM=cpu)
     "astra_verl.rollout.agent_loop",  # agent loop "astra_tool_agent"
     "astra_verl.reward.managers",  # reward managers "astra_f1", "astra_recall", "astra_precision"
+    "astra_verl.eval.bfcl_reward",  # reward manager "astra_bfcl" and the hook "bfcl_multi_turn"
 )
 
 

@@ -1,0 +1,5 @@
+import sys
+
+from astra_verl.eval.cli import main
+
+sys.exit(main())

@@ -1,0 +1,322 @@
+"""`python -m astra_verl.eval`: BFCL v4 multi-turn evaluation on astra-verl's stack.
+
+    # evaluate a served model (vLLM or any OpenAI-compatible endpoint with tool calling)
+    python -m astra_verl.eval bfcl --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B
+    # the rows for verl validation:  main_ppo +recipe=astra_bfcl_eval astra.bfcl_dir=runs/bfcl_data
+    python -m astra_verl.eval bfcl-export --out runs/bfcl_data
+    # re-score a results file offline (BFCL's checker, in the sandbox)
+    python -m astra_verl.eval bfcl-score runs/bfcl/<model>/results.jsonl
+    # faithfulness: replay BFCL's ground truth through the adapter (and a broken variant)
+    python -m astra_verl.eval bfcl-replay [--wrong] [--via agent-loop --model-dir DIR]
+
+Every command prints the per-category table of the ASTRA paper (Base, Miss Func, Miss Param,
+Long Context, Overall) and the failure causes. Runs are resumable: rerun the same command and
+only unscored entries run again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from env_registry.families.bfcl import CATEGORIES
+
+DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
+MAX_OUTPUT_CHARS = 200_000  # BFCL does not truncate observations; long_context ones pass 20,000
+
+
+def _categories(text: str) -> list[str]:
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    bad = [c for c in names if c not in CATEGORIES]
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown categories {bad}; choose from {', '.join(CATEGORIES)}")
+    return names
+
+
+def _selection(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--categories",
+        type=_categories,
+        default=list(CATEGORIES),
+        help=f"comma-separated, default all: {','.join(CATEGORIES)}",
+    )
+    p.add_argument("--ids", default=None, help="comma-separated BFCL entry ids (e.g. multi_turn_base_0)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N entries of each category")
+
+
+def _sandbox(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--sandbox-workers", type=int, default=None, help="sandbox worker processes (default min(4, CPUs))")
+    p.add_argument("--call-timeout", type=float, default=30.0, help="seconds per tool call / checker run (default 30)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m astra_verl.eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("bfcl", help="evaluate an OpenAI-compatible endpoint on BFCL multi-turn")
+    run.add_argument("--base-url", required=True, help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
+    run.add_argument("--model", required=True, help="model name the server knows")
+    run.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
+    _selection(run)
+    run.add_argument("--out", default=None, help="run directory (default runs/bfcl/<model>)")
+    run.add_argument("--concurrency", type=int, default=16, help="episodes in flight (default 16)")
+    run.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="default 0.001 (BFCL's)")
+    run.add_argument("--max-tokens", type=int, default=4096, help="max completion tokens per step (0: server default)")
+    run.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    run.add_argument("--retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
+    run.add_argument(
+        "--extra-body", default=None, metavar="JSON", help="extra request fields, e.g. chat_template_kwargs"
+    )
+    run.add_argument(
+        "--holdout-message",
+        choices=("fc", "prompting"),
+        default="fc",
+        help="miss_func turns: 'fc' grows the request's tool list and sends BFCL's FC message (default); "
+        "'prompting' also lists the new functions in the message, as astra_tool_agent must",
+    )
+    run.add_argument("--no-cache", action="store_true", help="do not cache responses (the cache makes reruns cheap)")
+    run.add_argument("--no-messages", action="store_true", help="do not keep conversations in the results file")
+    _sandbox(run)
+
+    export = sub.add_parser(
+        "bfcl-export", help="write the BFCL environments and verl rows (for +recipe=astra_bfcl_eval)"
+    )
+    export.add_argument("--out", required=True, help="output directory (store/, <category>.parquet, all.parquet)")
+    _selection(export)
+    export.add_argument("--tokenizer", default=None, help="tokenizer dir: measure prompts (RowInfo.prompt_tokens)")
+    export.add_argument("--max-prompt-length", type=int, default=None, help="drop rows whose prompt is longer")
+
+    score = sub.add_parser("bfcl-score", help="re-score a results file offline and print the table")
+    score.add_argument("results", help="results.jsonl of a `bfcl` or `bfcl-replay` run")
+    score.add_argument("--store", default=None, help="environment store (default: <results dir>/store)")
+    score.add_argument("--write", default=None, help="write the re-scored records to this file")
+    _sandbox(score)
+
+    replay = sub.add_parser("bfcl-replay", help="replay BFCL's ground truth through the adapter and score it")
+    _selection(replay)
+    replay.add_argument("--out", default="runs/bfcl_replay", help="run directory (default runs/bfcl_replay)")
+    replay.add_argument("--wrong", action="store_true", help="replay a broken sequence (last call dropped): must fail")
+    replay.add_argument(
+        "--via",
+        choices=("chat", "agent-loop"),
+        default="chat",
+        help="drive episodes through the chat runner (the CLI's path, default) or astra_tool_agent",
+    )
+    replay.add_argument("--model-dir", default=None, help="--via agent-loop: tokenizer/model dir for the loop")
+    replay.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="--via agent-loop: a Hydra override of the trainer config (repeatable), e.g. data.max_prompt_length=32768",
+    )
+    replay.add_argument("--concurrency", type=int, default=8, help="episodes in flight (default 8)")
+    replay.add_argument(
+        "--no-observations", action="store_true", help="skip comparing observations with BFCL's executor"
+    )
+    _sandbox(replay)
+    return parser
+
+
+def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
+    from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES
+    from astra_verl.sandbox import SandboxConfig
+
+    kw: dict[str, Any] = {
+        "packages": list(REQUIRED_PACKAGES),
+        "call_timeout_s": float(args.call_timeout),
+        "max_output_chars": MAX_OUTPUT_CHARS,
+        "max_sessions": max(16, 4 * concurrency),
+    }
+    if args.sandbox_workers:
+        kw["workers"] = args.sandbox_workers
+    return SandboxConfig(**kw)
+
+
+def _ids(args: argparse.Namespace) -> list[str] | None:
+    return [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
+
+
+def _report(results, categories, model: str) -> None:
+    from astra_verl.eval.bfcl_run import format_causes, format_table, summarize
+
+    scores = summarize(results.records.values(), categories)
+    print(format_table(scores, model))
+    print("failure causes: " + format_causes(scores).replace("\n", "\n  "))
+    print(f"results: {results.path}")
+
+
+# -- bfcl ---------------------------------------------------------------------------------------
+
+
+def cmd_bfcl(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
+    from astra_verl.eval.chat_rollout import ChatRollout
+    from astra_verl.sandbox import SandboxPool
+    from data_synth.llm import LLMConfig, LLMUnavailable, build_client
+
+    out = Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
+    try:
+        extra_body = json.loads(args.extra_body) if args.extra_body else {}
+    except ValueError as exc:
+        raise SystemExit(f"--extra-body is not JSON: {exc}") from None
+    llm = LLMConfig(
+        base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
+        model=args.model,
+        api_key_env=args.api_key_env,
+        max_concurrency=args.concurrency,
+        timeout_s=args.timeout,
+        max_retries=args.retries,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens or None,
+        extra_body=extra_body,
+        cache=not args.no_cache,
+    )
+    data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
+    results = ResultsFile(out / "results.jsonl")
+    print(f"BFCL multi-turn: {len(data.entries)} entries, {llm.describe()}; run dir {out}", file=sys.stderr)
+
+    async def main() -> dict[str, int]:
+        client = build_client(llm, cache_path=out / "llm_cache.sqlite")
+        try:
+            async with SandboxPool(sandbox_config(args, args.concurrency)) as pool:
+                rollout = ChatRollout(
+                    client,
+                    pool,
+                    step="bfcl.agent",
+                    hook_overrides={"list_added_tools": args.holdout_message == "prompting"},
+                )
+
+                async def episode(i: int):
+                    result = await rollout.run(data.rows[i])
+                    return result.log, result.messages, result.usage
+
+                return await evaluate(
+                    data,
+                    episode,
+                    pool,
+                    results,
+                    model=args.model,
+                    concurrency=args.concurrency,
+                    keep_messages=not args.no_messages,
+                    errors=(LLMUnavailable,),
+                )
+        finally:
+            await client.aclose()
+
+    counts = asyncio.run(main())
+    print(
+        f"ran {counts['run']} entries ({counts['errors']} errors), {counts['skipped']} already scored", file=sys.stderr
+    )
+    _report(results, args.categories, args.model)
+    return 1 if counts["errors"] else 0
+
+
+# -- bfcl-export ---------------------------------------------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from env_registry.families.bfcl import build
+
+    tokenizer = None
+    if args.tokenizer:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    out = build(
+        args.out, args.categories, ids=_ids(args), tokenizer=tokenizer, max_prompt_length=args.max_prompt_length
+    )
+    manifest = json.loads((out / "manifest.json").read_text())
+    print(json.dumps(manifest, indent=2))
+    print(f"verl: python -m verl.trainer.main_ppo +recipe=astra_bfcl_eval astra.bfcl_dir={out.resolve()} ...")
+    return 0
+
+
+# -- bfcl-score ----------------------------------------------------------------------------------
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
+    from astra_verl.eval.bfcl_score import score_episode
+    from astra_verl.rollout.call_log import EpisodeLog
+    from astra_verl.sandbox import SandboxPool
+
+    results = ResultsFile(args.results)
+    scored = [r for r in results.records.values() if r["status"] == "scored"]
+    if not scored:
+        raise SystemExit(f"{args.results}: no scored episodes to re-score")
+    store = Path(args.store) if args.store else Path(args.results).parent / "store"
+    data = prepare(store, sorted({r["category"] for r in scored}, key=CATEGORIES.index), ids=[r["id"] for r in scored])
+    targets = {t.id: t for t in data.targets}
+    changed = 0
+
+    async def main() -> None:
+        nonlocal changed
+        async with SandboxPool(sandbox_config(args, 8)) as pool:
+            for record in tqdm(scored, desc="re-score", unit="entry"):
+                log = EpisodeLog.from_dict(record["episode"])
+                verdict = await score_episode(pool, targets[record["id"]], log)
+                changed += verdict.valid != record["valid"]
+                record.update(valid=verdict.valid, verdict=verdict.to_dict(), version=RESULTS_VERSION)
+
+    asyncio.run(main())
+    models = sorted({r.get("model", "?") for r in scored})
+    print(f"re-scored {len(scored)} episodes; {changed} verdicts changed", file=sys.stderr)
+    if args.write:
+        out = ResultsFile(args.write)
+        for record in results.records.values():
+            out.append(record)
+    _report(results, [c for c in CATEGORIES if any(r["category"] == c for r in scored)], ",".join(models))
+    return 0
+
+
+# -- bfcl-replay ---------------------------------------------------------------------------------
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_replay
+
+    out = Path(args.out) / ("wrong" if args.wrong else "ground_truth") / args.via.replace("-", "_")
+    summary = bfcl_replay.run_replay(
+        out,
+        args.categories,
+        ids=_ids(args),
+        limit=args.limit,
+        wrong=args.wrong,
+        via=args.via,
+        model_dir=args.model_dir,
+        overrides=args.override,
+        concurrency=args.concurrency,
+        sandbox=sandbox_config(args, args.concurrency),
+        observations=not (args.no_observations or args.wrong),
+    )
+    _report(summary.results, args.categories, "ground truth" + (" (wrong)" if args.wrong else ""))
+    if summary.observations is not None:
+        compared, mismatches = summary.observations
+        print(f"observations vs BFCL's executor: {compared - len(mismatches)}/{compared} calls identical")
+        for m in mismatches[:20]:
+            print("  mismatch:", m)
+    return 0
+
+
+COMMANDS = {"bfcl": cmd_bfcl, "bfcl-export": cmd_export, "bfcl-score": cmd_score, "bfcl-replay": cmd_replay}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        return COMMANDS[args.command](args)
+    except BrokenPipeError:
+        return 0

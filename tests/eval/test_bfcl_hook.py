@@ -1,0 +1,116 @@
+"""The bfcl_multi_turn hook: turns one at a time, hold-out turns, BFCL's step limit."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from astra_verl.eval.bfcl_hook import BfclMultiTurnHook, parse_turns
+from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.rollout.hooks import HookError, create_hook
+from env_registry.rows import ToolRef
+
+TURNS = [
+    {"content": "second", "add_tools": []},
+    {"content": None, "add_tools": ["sort"]},
+    {"content": "fourth", "add_tools": []},
+]
+SORT = {"type": "function", "function": {"name": "sort", "description": "Sort a file.", "parameters": {}}}
+
+
+def view(log: EpisodeLog):
+    return SimpleNamespace(log=log, tool_schemas=lambda refs: [SORT for _ in refs])
+
+
+def hook(**extra) -> BfclMultiTurnHook:
+    kwargs = {
+        "name": "bfcl_multi_turn",
+        "env_id": "e1",
+        "bfcl_id": "multi_turn_miss_func_0",
+        "turns": json.dumps(TURNS),
+    }
+    return create_hook({**kwargs, **extra}, default="astra_default", interaction_config_path=None)
+
+
+def record(turn: int, status: CallStatus = CallStatus.OK) -> CallRecord:
+    return CallRecord(turn=turn, index=0, tool="ls", arguments={}, status=status)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_turns_are_delivered_one_at_a_time_and_the_holdout_reveals_its_tools():
+    h, log = hook(), EpisodeLog(env_id="e1")
+    assert isinstance(h, BfclMultiTurnHook) and h.tool_pool() == [ToolRef("e1", "sort")]
+    log.assistant_turns = 2
+    first = run(h.on_assistant_end(view(log), "done"))
+    assert first.user_message == "second" and first.add_tools == ()
+    log.assistant_turns = 3
+    holdout = run(h.on_assistant_end(view(log), "I cannot sort"))
+    assert holdout.add_tools == (ToolRef("e1", "sort"),)
+    # BFCL's prompting-mode message: the new functions, then its sentence
+    assert holdout.user_message.startswith('[{"name": "sort"')
+    assert holdout.user_message.endswith("I have updated some more functions you can choose from. What about now?")
+    log.assistant_turns = 5
+    assert run(h.on_assistant_end(view(log), "sorted")).user_message == "fourth"
+    log.assistant_turns = 6
+    assert run(h.on_assistant_end(view(log), "all done")) is None  # after the last turn the episode ends
+    state = run(h.on_end(view(log)))
+    assert state["turns_total"] == state["turns_delivered"] == 4
+    assert state["turn_starts"] == [1, 3, 4, 6] and state["force_quit"] is False
+
+
+def test_fc_mode_sends_only_bfcls_sentence():
+    h, log = hook(list_added_tools=False), EpisodeLog(env_id="e1")
+    run(h.on_assistant_end(view(log), ""))
+    action = run(h.on_assistant_end(view(log), ""))
+    assert action.user_message == "I have updated some more functions you can choose from. What about now?"
+
+
+def test_step_limit_ends_the_episode_after_bfcls_21st_step():
+    h, log = hook(), EpisodeLog(env_id="e1")
+    for step in range(1, 21):
+        assert run(h.on_tool_result(view(log), record(step))) is None
+        assert run(h.on_tool_result(view(log), record(step))) is None  # a second call of the same step
+    assert run(h.on_tool_result(view(log), record(21, CallStatus.BAD_JSON))) is None  # undecodable: no step
+    action = run(h.on_tool_result(view(log), record(21)))
+    assert action is not None and action.terminate
+    assert run(h.on_assistant_end(view(log), "")) is None
+    state = run(h.on_end(view(log)))
+    assert state["force_quit"] and state["steps_per_turn"] == [21] and state["turns_delivered"] == 1
+
+
+def test_steps_are_counted_per_turn():
+    h, log = hook(max_steps_per_turn=2), EpisodeLog(env_id="e1")
+    for step in (1, 2):
+        assert run(h.on_tool_result(view(log), record(step))) is None
+    log.assistant_turns = 3
+    run(h.on_assistant_end(view(log), ""))
+    for step in (4, 5):
+        assert run(h.on_tool_result(view(log), record(step))) is None
+    assert run(h.on_tool_result(view(log), record(6))).terminate
+    assert run(h.on_end(view(log)))["steps_per_turn"] == [2, 3]
+
+
+@pytest.mark.parametrize(
+    "turns, match",
+    [
+        ("not json", "not JSON"),
+        ('{"content": "x"}', "JSON list"),
+        ('[{"content": null, "add_tools": []}]', "either content"),
+        ('[{"content": "x", "add_tools": ["sort"]}]', "either content"),
+        ('[{"content": 3}]', "string or null"),
+    ],
+)
+def test_bad_turns_are_clear_errors(turns, match):
+    with pytest.raises(HookError, match=match):
+        parse_turns(turns)
+
+
+def test_missing_env_id_is_an_error():
+    with pytest.raises(HookError, match="env_id"):
+        create_hook({"name": "bfcl_multi_turn", "turns": "[]"}, default="astra_default", interaction_config_path=None)
