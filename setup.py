@@ -28,6 +28,9 @@ install_requires = [
     "numpy>=2.0",
     "tqdm",
     "httpx>=0.27",
+    # The LLM client's default transport: ~6x the request rate of httpx at concurrency 64
+    # (bench/synth_throughput.py; httpx's pool is the known bottleneck, encode/httpx#3215).
+    "aiohttp>=3.9",
     # Plots in the synthesis and training reports.
     "matplotlib>=3.8",
     # What verl's agent loop and main_ppo import but its base install lacks (part of its
