@@ -73,14 +73,7 @@ def prepare(
     """Load the entries, add their environments to the store at `store_dir`, build their rows."""
     from env_registry.store import EnvStore
 
-    entries = bfcl.load_entries(categories, ids)
-    if limit is not None:  # the first `limit` entries of each category
-        kept, seen = [], Counter()
-        for e in entries:
-            seen[e.category] += 1
-            if seen[e.category] <= limit:
-                kept.append(e)
-        entries = kept
+    entries = bfcl.load_entries(categories, ids, limit)
     version = bfcl.bfcl_version()
     specs = [bfcl.entry_spec(e, version) for e in entries]
     with EnvStore.open(store_dir, "a") as store:

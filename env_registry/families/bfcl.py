@@ -92,13 +92,19 @@ class BfclEntry:
         return [*self.functions, *(doc for t in sorted(self.held_back) for doc in self.held_back[t])]
 
 
-def load_entries(categories: Sequence[str] = CATEGORIES, ids: Iterable[str] | None = None) -> list[BfclEntry]:
-    """BFCL's entries of `categories` (optionally only `ids`), in BFCL's order."""
+def load_entries(
+    categories: Sequence[str] = CATEGORIES, ids: Iterable[str] | None = None, limit: int | None = None
+) -> list[BfclEntry]:
+    """BFCL's entries of `categories` (optionally only `ids`, and the first `limit` of each
+    category), in BFCL's order."""
     unknown = sorted(set(categories) - set(CATEGORIES))
     if unknown:
         raise ValueError(f"unknown BFCL multi-turn categories {unknown}; known: {list(CATEGORIES)}")
     wanted = set(ids) if ids is not None else None
-    out = [e for c in categories for e in _category(c) if wanted is None or e.id in wanted]
+    out = []
+    for category in categories:
+        chosen = [e for e in _category(category) if wanted is None or e.id in wanted]
+        out += chosen[:limit] if limit is not None else chosen
     if wanted is not None:
         missing = sorted(wanted - {e.id for e in out})
         if missing:
@@ -301,11 +307,18 @@ def export_rows(
     return BfclExport(rows=rows, dropped=dropped)
 
 
+def _row_schema(rows: list[dict[str, Any]]) -> Any:
+    import pyarrow as pa
+
+    return pa.Table.from_pylist(rows[:1]).schema  # every row has the same shape; an empty file keeps it
+
+
 def build(
     out: str | Path,
     categories: Sequence[str] = CATEGORIES,
     *,
     ids: Iterable[str] | None = None,
+    limit: int | None = None,
     tokenizer: Any = None,
     max_prompt_length: int | None = None,
     progress: bool = True,
@@ -318,7 +331,7 @@ def build(
     from env_registry.store import EnvStore
 
     out = Path(out)
-    entries = load_entries(categories, ids)
+    entries = load_entries(categories, ids, limit)
     version = bfcl_version()
     specs = [entry_spec(e, version) for e in entries]
     with EnvStore.open(out / "store", "a") as store:
@@ -330,9 +343,15 @@ def build(
     by_category: dict[str, list[dict[str, Any]]] = {c: [] for c in categories}
     for row in exported.rows:
         by_category[row["data_source"].removeprefix("astra/" + DOMAIN_PREFIX)].append(row)
+    if not exported.rows:
+        raise BfclDataError(
+            f"no rows to write: all {len(exported.dropped)} selected entries have prompts over "
+            f"max_prompt_length={max_prompt_length} (see the tokens in the error-free run without it)"
+        )
+    schema = _row_schema(exported.rows)
     for category, rows in by_category.items():
-        write_parquet(rows, out / f"{category}.parquet")
-    write_parquet(exported.rows, out / "all.parquet")
+        write_parquet(rows, out / f"{category}.parquet", schema)
+    write_parquet(exported.rows, out / "all.parquet", schema)
     with open(out / "dropped.jsonl", "w", encoding="utf-8") as f:
         for d in exported.dropped:
             f.write(json.dumps(d) + "\n")

@@ -23,6 +23,7 @@ class Server:
         self.plans = {q: bfcl_replay.steps(turns) for q, turns in plans.items()}
         self.fail_for = fail_for
         self.requests: Counter = Counter()
+        self.tools_after_holdout: set[str] = set()
         self.loop = asyncio.new_event_loop()
         self.server = FakeOpenAIServer(self.handle)
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
@@ -34,6 +35,9 @@ class Server:
         if question == self.fail_for:
             return FakeReply(status=400, body={"error": {"message": "maximum context length exceeded"}})
         assert payload["tools"] and payload["temperature"] == 0.001
+        last_user = [m["content"] for m in payload["messages"] if m["role"] == "user"][-1]
+        if last_user.startswith("I have updated some more functions"):
+            self.tools_after_holdout |= {t["function"]["name"] for t in payload["tools"]}
         k = sum(1 for m in payload["messages"] if m["role"] == "assistant")
         plan = self.plans[question]
         calls = plan[k] if k < len(plan) else []
@@ -69,6 +73,7 @@ def test_cli_evaluates_an_endpoint_resumes_and_reports(tmp_path, plans, capsys):
         assert "I have updated some more functions you can choose from. What about now?" in [
             m["content"] for m in messages if m["role"] == "user"
         ]
+        assert "sort" in server.tools_after_holdout
         server.fail_for = None
         before = dict(server.requests)
         assert cli.main(argv) == 0  # the rerun retries only the failed entry
