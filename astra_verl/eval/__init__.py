@@ -9,4 +9,23 @@
 - `cli`           `python -m astra_verl.eval {bfcl,bfcl-export,bfcl-score,bfcl-replay}`
 
 The environments themselves are `env_registry.families.bfcl`.
+
+Where an episode here differs from BFCL's own inference loop (the verdict's input does not:
+the scorer hands BFCL's checker every call BFCL would have decoded):
+- Tool list: OpenAI function schemas (BFCL's types mapped to JSON Schema, the doc's response
+  schema appended to the description), as BFCL's OpenAI-style handlers send them; BFCL's
+  Qwen-FC handler prints its raw docs instead.
+- A call our loop cannot run (arguments violating the schema, an unknown or not yet revealed
+  tool) gets an error message and changes no state; BFCL's executor would run it (and expose a
+  hidden miss_func function to a model that guesses its name). The checker re-executes it as
+  BFCL does.
+- A step whose every call is malformed JSON ends BFCL's turn; here the model reads the parse
+  errors and may go on within the turn (the step does not count towards the 20-step limit).
+- Context: an episode that outgrows the response budget (`max_response_length`, long_context
+  observations are up to 32k characters each) ends and fails as `astra:episode_truncated`.
+- Hold-out turns: `astra_tool_agent` cannot change the tool list in its system prompt, so the
+  hook lists the new functions in the message (BFCL's prompting-mode message); the CLI's
+  default grows the request's tool list and sends BFCL's FC message (`--holdout-message`).
+- Sampling: verl validation is greedy (`val_kwargs.do_sample: false`); the CLI uses BFCL's
+  temperature 0.001.
 """

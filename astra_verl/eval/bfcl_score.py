@@ -15,6 +15,8 @@ Input, as BFCL's evaluation runner builds it (`_evaluate_single_multi_turn_entry
   user turn. Every call the model wrote as parsable JSON is included, also those our loop refused
   to run (unknown tool, schema violation): BFCL executes them all. Unparsable calls and calls
   past `max_parallel_calls` (never executed) are not.
+- the rows must come from the installed bfcl-eval version (`BfclTarget.bfcl_version`): its
+  classes and checker judge the episode.
 - BFCL's force-termination rule first: an episode that did not reach the last user turn fails
   (`multi_turn:force_terminated` after the hook's step limit, as BFCL; `astra:episode_truncated`
   when the loop stopped it: response length, turn limits).
@@ -34,7 +36,7 @@ from typing import Any
 
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
-from env_registry.families.bfcl import BfclTarget
+from env_registry.families.bfcl import BfclTarget, bfcl_version
 
 CHECKER_MODULE = "bfcl_checker"
 MODEL_NAME = "astra"  # the model name BFCL's executor keys its instance cache by (inside the session)
@@ -153,6 +155,11 @@ def precheck(target: BfclTarget, log: EpisodeLog) -> BfclVerdict:
     """The counts of a verdict, and BFCL's force-termination rule (`valid` True when it passes)."""
     if log.env_id != target.env_id:
         raise BfclScoringError(f"the episode ran env {log.env_id!r} but the ground truth is for {target.env_id!r}")
+    if target.bfcl_version != bfcl_version():
+        raise BfclScoringError(
+            f"{target.id}: the row was exported with bfcl-eval {target.bfcl_version}, but {bfcl_version()} is "
+            "installed (its API classes and checker score the episode): re-export the rows or install that version"
+        )
     state = log.hook_state
     delivered = int(state.get("turns_delivered", 0))
     total = len(target.ground_truth)

@@ -58,6 +58,7 @@ class BfclDataError(ValueError):
     """The installed bfcl-eval data does not look the way this adapter reads it."""
 
 
+@cache
 def bfcl_version() -> str:
     return importlib.metadata.version("bfcl-eval")
 

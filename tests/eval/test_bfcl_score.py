@@ -77,6 +77,8 @@ def test_bfcls_force_termination_rule_and_our_truncation(bfcl_sample):
     assert cut.extra_info()["bfcl_truncated"] == 1.0 and cut.extra_info()["bfcl_valid"] == 0.0
     with pytest.raises(BfclScoringError, match="ground truth is for"):
         precheck(target, EpisodeLog(env_id="other"))
+    with pytest.raises(BfclScoringError, match="exported with bfcl-eval 2000.1.1"):
+        precheck(target.model_copy(update={"bfcl_version": "2000.1.1"}), episode(target, [], [1, 3, 5, 7]))
 
 
 def test_the_sandbox_must_expose_bfcl():
