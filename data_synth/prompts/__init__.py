@@ -12,7 +12,10 @@ A prompt file is Markdown with a front-matter header and named sections:
     Passage: $passage
 
 Sections are rendered with `string.Template` (`$name` / `${name}`; a literal dollar is `$$`),
-so JSON examples with braces need no escaping; a missing variable is an error. Bump `version`
+so JSON examples with braces need no escaping; a missing variable is an error. A rendered
+section ends with one newline, unless the header says `strip: true`: then white space around
+the rendered text is removed (the trajectory prompts' convention, kept so that their rendered
+text, and with it the LLM cache keys of earlier runs, stay the same). Bump `version`
 whenever a change could change outputs: the version string (`env.decompose@3`) goes into
 every record's provenance, and into the LLM cache key through the prompt text itself.
 
@@ -43,6 +46,7 @@ class Prompt:
     version: int
     sections: dict[str, str]
     path: Path
+    strip: bool = False
 
     @property
     def tag(self) -> str:
@@ -52,11 +56,12 @@ class Prompt:
         if section not in self.sections:
             raise PromptError(f"{self.path}: no section '## {section}' (sections: {sorted(self.sections)})")
         try:
-            return string.Template(self.sections[section]).substitute({k: str(v) for k, v in variables.items()})
+            text = string.Template(self.sections[section]).substitute({k: str(v) for k, v in variables.items()})
         except KeyError as e:
             raise PromptError(f"{self.path}: section {section!r} needs variable {e.args[0]!r}") from None
         except ValueError as e:
             raise PromptError(f"{self.path}: section {section!r}: {e} (write a literal dollar as $$)") from None
+        return text.strip() if self.strip else text
 
     def messages(self, user_section: str, *, system_section: str | None = "system", **variables: Any) -> list[dict]:
         msgs = []
@@ -80,11 +85,15 @@ def parse_prompt(text: str, path: Path) -> Prompt:
             meta[k.strip()] = v.strip()
     if "name" not in meta or not meta.get("version", "").isdigit():
         raise PromptError(f"{path}: the header needs `name:` and an integer `version:`")
+    if meta.get("strip", "false") not in ("true", "false"):
+        raise PromptError(f"{path}: `strip:` is `true` or `false`, got {meta['strip']!r}")
     parts = _SECTION.split(body)
     sections = {parts[i]: parts[i + 1].strip("\n") + "\n" for i in range(1, len(parts), 2)}
     if not sections:
         raise PromptError(f"{path}: no '## <section>' found")
-    return Prompt(name=meta["name"], version=int(meta["version"]), sections=sections, path=path)
+    return Prompt(
+        name=meta["name"], version=int(meta["version"]), sections=sections, path=path, strip=meta.get("strip") == "true"
+    )
 
 
 @cache

@@ -6,5 +6,6 @@ Modules, in pipeline order: `ingest` (+ `schema`), `compat` + `propose` + `graph
 `verify_chains` (+ `query_checks`), `tasks`, `simulate` / `mcp_tools` + `interact`, `judge`,
 `export_sft` (+ `sft_dataset`, the verl dataset class), `report`. `records` holds the typed
 record of every step boundary, `steps` the pipeline steps, `run` the orchestration, `cli` the
-command line, `config` the settings, `prompts` / `describe` the prompt files and renderings.
+command line, `config` the settings, `describe` the renderings of servers and tools for the
+prompts (`data_synth/prompts/traj/*.md`, loaded with `data_synth.prompts.load_prompt`).
 """

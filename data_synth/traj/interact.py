@@ -28,7 +28,7 @@ from jsonschema import Draft202012Validator
 
 from data_synth.llm import Completion, LLMClient, ToolCall
 from data_synth.pipeline import Reject
-from data_synth.traj import prompts
+from data_synth.prompts import load_prompt
 from data_synth.traj.records import CallRecord, Observation, ScoredTask, Server, ToolDoc, Trajectory
 
 
@@ -131,7 +131,7 @@ async def _run(
     task = item.task
     messages: list[dict[str, Any]] = []
     if cfg.system_prompt:
-        messages.extend(prompts.load("agent_system").messages())
+        messages.append({"role": "system", "content": load_prompt("traj/agent_system").render("system")})
     messages.append({"role": "user", "content": task.query})
     ep = Episode(messages=messages, calls=[])
     tools = server.openai_tools()

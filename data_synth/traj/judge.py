@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data_synth.llm import LLMClient
-from data_synth.traj import describe, prompts
+from data_synth.prompts import load_prompt
+from data_synth.traj import describe
 from data_synth.traj.records import Judgement, Server, Trajectory
 
 DIMENSIONS = (
@@ -96,8 +97,8 @@ def parse_scores(value: Any) -> tuple[dict[str, float], str]:
 
 async def judge(client: LLMClient, server: Server, traj: Trajectory, cfg: JudgeConfig) -> Judgement:
     """The judgement; `LLMOutputError` when any sample is unusable (fail closed)."""
-    messages = prompts.load("judge_trajectory").messages(
-        tool_list=describe.tool_list(server.tools, io=False), transcript=transcript(traj)
+    messages = load_prompt("traj/judge_trajectory").messages(
+        "user", tool_list=describe.tool_list(server.tools, io=False), transcript=transcript(traj)
     )
     samples = []
     for sample in range(cfg.samples):

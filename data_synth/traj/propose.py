@@ -1,7 +1,7 @@
 """LLM chain proposals for a server's graph (the LLM half of step 2, ASTRA §1.1).
 
 The model reads the server's tools and proposes call chains with a confidence each
-(`prompts/traj/propose_chains.txt`). `parse_proposals` keeps the well-formed ones and drops,
+(`prompts/traj/propose_chains.md`). `parse_proposals` keeps the well-formed ones and drops,
 with a reason each, chains that name a tool the server lacks (hallucinations), have fewer than
 two tools or carry no confidence in [0, 1]. A reply with nothing usable goes back to the model
 once (the client's repair round) and then counts as a failed sample.
@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data_synth.llm import LLMClient, LLMOutputError
-from data_synth.traj import describe, prompts
+from data_synth.prompts import load_prompt
+from data_synth.traj import describe
 from data_synth.traj.graph import ChainProposal
 from data_synth.traj.records import Server
 
@@ -65,8 +66,9 @@ def parse_proposals(value: Any, tool_names: set[str], max_len: int) -> tuple[lis
 async def propose(client: LLMClient, server: Server, cfg: ProposeConfig) -> Proposals:
     """`cfg.samples` independent proposal samples. `LLMUnavailable` propagates (the record
     errors and a rerun retries it); unusable replies become `failed` entries."""
-    prompt = prompts.load("propose_chains")
+    prompt = load_prompt("traj/propose_chains")
     messages = prompt.messages(
+        "user",
         **describe.server_fields(server),
         tool_list=describe.tool_list(server.tools),
         max_chains=cfg.max_chains,

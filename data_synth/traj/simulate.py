@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data_synth.llm import LLMClient
-from data_synth.traj import describe, prompts
+from data_synth.prompts import load_prompt
+from data_synth.traj import describe
 from data_synth.traj.records import Observation, Server, ToolDoc
 
 MAX_OBSERVATION_CHARS = 8000
@@ -85,7 +86,8 @@ class SimulatedTools:
     async def call(self, tool: ToolDoc, arguments: dict[str, Any], call_index: int) -> Observation:
         fail = injects_failure(self.seed, self.task_key, call_index, self.failure_rate)
         recent = self.history[-self.history_window :] if self.history_window else []
-        messages = prompts.load("simulate_tool").messages(
+        messages = load_prompt("traj/simulate_tool").messages(
+            "user",
             **describe.server_fields(self.server),
             tool_schema=json.dumps(tool.openai_schema()["function"], ensure_ascii=False),
             history="\n".join(f"{c} -> {o}" for c, o in recent) or "(none)",

@@ -13,8 +13,8 @@ from typing import Any
 
 from data_synth.llm import LLMClient, LLMOutputError
 from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.prompts import load_prompt
 from data_synth.traj import judge as judge_mod
-from data_synth.traj import prompts
 from data_synth.traj import tasks as tasks_mod
 from data_synth.traj.chains import ChainConfig, sample_chains
 from data_synth.traj.graph import GraphConfig, build_graph
@@ -140,13 +140,13 @@ class TasksStep(Step[TaskSeed, Task]):
         common: dict[str, Any] = {"server_id": server.server_id, "source": record.source, "chain_id": record.chain_id}
         if record.source == "chain":
             queries, _ = await tasks_mod.chain_queries(llm, server, record.tools, self.cfg.per_chain)
-            tag = "task_from_chain"
+            prompt = "traj/task_from_chain"
             items = [(q, record.tools) for q in queries]
         else:
             items, _ = await tasks_mod.server_tasks(llm, server, self.cfg.per_server)
-            tag = "task_from_server"
-        prompt = prompts.load(tag).tag
-        return [Task.create(**common, tools=tools, query=q, prompt=prompt) for q, tools in items]
+            prompt = "traj/task_from_server"
+        tag = load_prompt(prompt).tag
+        return [Task.create(**common, tools=tools, query=q, prompt=tag) for q, tools in items]
 
 
 class AugmentStep(Step[AugmentJob, Task]):
@@ -172,7 +172,7 @@ class AugmentStep(Step[AugmentJob, Task]):
             variant=record.mode,
             parent=base.key,
             persona_id=persona.id if persona else None,
-            prompt=prompts.load(f"augment_{record.mode}").tag,
+            prompt=load_prompt(f"traj/augment_{record.mode}").tag,
         )
 
 

@@ -27,7 +27,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from data_synth.llm import LLMClient
-from data_synth.traj import describe, prompts
+from data_synth.prompts import load_prompt
+from data_synth.traj import describe
 from data_synth.traj.query_checks import check_query
 from data_synth.traj.records import Scores, Server
 
@@ -106,8 +107,11 @@ def _queries(value: Any, key: str, tool_names: list[str]) -> tuple[list[str], li
 
 async def chain_queries(client: LLMClient, server: Server, tools: list[str], n: int) -> tuple[list[str], list[str]]:
     """(queries, reasons for dropped ones). Raises `LLMOutputError` when none is usable."""
-    messages = prompts.load("task_from_chain").messages(
-        **describe.server_fields(server), chain_schemas=describe.tool_schemas(server.tool(t) for t in tools), n=n
+    messages = load_prompt("traj/task_from_chain").messages(
+        "user",
+        **describe.server_fields(server),
+        chain_schemas=describe.tool_schemas(server.tool(t) for t in tools),
+        n=n,
     )
     reply = await client.complete_json(
         messages, step="traj.task_chain", check=lambda v: _queries(v, "queries", server.tool_names())
@@ -141,8 +145,8 @@ def _server_tasks(value: Any, server: Server) -> tuple[list[tuple[str, list[str]
 
 
 async def server_tasks(client: LLMClient, server: Server, n: int) -> tuple[list[tuple[str, list[str]]], list[str]]:
-    messages = prompts.load("task_from_server").messages(
-        **describe.server_fields(server), tool_list=describe.tool_list(server.tools), n=n
+    messages = load_prompt("traj/task_from_server").messages(
+        "user", **describe.server_fields(server), tool_list=describe.tool_list(server.tools), n=n
     )
     reply = await client.complete_json(messages, step="traj.task_server", check=lambda v: _server_tasks(v, server))
     good, bad = reply.value
@@ -167,7 +171,7 @@ async def augment(client: LLMClient, server: Server, query: str, mode: str, pers
         return q
 
     reply = await client.complete_json(
-        prompts.load(f"augment_{mode}").messages(**values), step=f"traj.augment_{mode}", check=check
+        load_prompt(f"traj/augment_{mode}").messages("user", **values), step=f"traj.augment_{mode}", check=check
     )
     return reply.value
 
@@ -187,5 +191,7 @@ def _scores(value: Any) -> Scores:
 
 async def score_task(client: LLMClient, server: Server, query: str) -> Scores:
     """Grades for one task. Raises `LLMOutputError` when the judgement is unusable."""
-    messages = prompts.load("score_task").messages(tool_list=describe.tool_list(server.tools, io=False), query=query)
+    messages = load_prompt("traj/score_task").messages(
+        "user", tool_list=describe.tool_list(server.tools, io=False), query=query
+    )
     return (await client.complete_json(messages, step="traj.task_score", check=_scores, temperature=0.0)).value

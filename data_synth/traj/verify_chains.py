@@ -2,7 +2,7 @@
 but never filter on them: **fix**).
 
 1. *Vote.* `votes` independent samples judge whether the chain is one coherent task
-   (`prompts/traj/vote_chain.txt`). The chain passes when the "yes" votes are a strict
+   (`prompts/traj/vote_chain.md`). The chain passes when the "yes" votes are a strict
    majority of **all** samples: a vote that cannot be parsed (after the repair round) abstains,
    and abstentions count against the chain, so junk can never vote a chain through.
 2. *Back-translation* (only for chains that won the vote). One call writes a user query for the
@@ -22,7 +22,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from data_synth.llm import LLMClient, LLMOutputError
-from data_synth.traj import describe, prompts
+from data_synth.prompts import load_prompt
+from data_synth.traj import describe
 from data_synth.traj.query_checks import check_query
 from data_synth.traj.records import BackTranslation, Server, Vote
 
@@ -66,8 +67,8 @@ def chains_match(chain: list[str], predicted: list[str], mode: str) -> bool:
 
 
 async def vote(client: LLMClient, server: Server, tools: list[str], cfg: VerifyConfig) -> Vote:
-    messages = prompts.load("vote_chain").messages(
-        **describe.server_fields(server), chain_tools=describe.tool_list([server.tool(t) for t in tools])
+    messages = load_prompt("traj/vote_chain").messages(
+        "user", **describe.server_fields(server), chain_tools=describe.tool_list([server.tool(t) for t in tools])
     )
     yes = no = abstain = 0
     reasons: list[str] = []
@@ -90,8 +91,8 @@ async def back_translate(client: LLMClient, server: Server, tools: list[str], cf
     """Raises `LLMOutputError` when either call yields nothing usable."""
     names = set(server.tool_names())
     fields = describe.server_fields(server)
-    ask = prompts.load("chain_to_query").messages(
-        **fields, chain_tools=describe.tool_list([server.tool(t) for t in tools])
+    ask = load_prompt("traj/chain_to_query").messages(
+        "user", **fields, chain_tools=describe.tool_list([server.tool(t) for t in tools])
     )
 
     def query_of(value: Any) -> str:
@@ -101,7 +102,7 @@ async def back_translate(client: LLMClient, server: Server, tools: list[str], cf
         return check_query(q, server.tool_names())
 
     q = (await client.complete_json(ask, step="traj.backtranslate_query", check=query_of)).value
-    plan = prompts.load("query_to_chain").messages(tool_list=describe.tool_list(server.tools), query=q)
+    plan = load_prompt("traj/query_to_chain").messages("user", tool_list=describe.tool_list(server.tools), query=q)
     predicted = (
         await client.complete_json(plan, step="traj.backtranslate_chain", check=lambda v: _parse_planned(v, names))
     ).value

@@ -254,3 +254,8 @@ def test_prompt_files_load_and_render():
         load_prompt("env/necessity").render("user", question="Q")
     with pytest.raises(PromptError, match="version"):
         parse_prompt("---\nname: x\n---\n## system\nhi\n", Path("x.md"))
+    stripped = parse_prompt("---\nname: x\nversion: 1\nstrip: true\n---\n## user\n\n  $a  \n\n", Path("x.md"))
+    plain = parse_prompt("---\nname: x\nversion: 1\n---\n## user\n\n  $a  \n\n", Path("x.md"))
+    assert stripped.render("user", a=" v ") == "v" and plain.render("user", a=" v ") == "   v   \n"
+    with pytest.raises(PromptError, match="strip"):
+        parse_prompt("---\nname: x\nversion: 1\nstrip: yes\n---\n## user\nhi\n", Path("x.md"))

@@ -11,12 +11,24 @@ import pytest
 
 from data_synth.llm import LLMConfig, LLMOutputError, build_client
 from data_synth.pipeline import Reject, StepContext, process_one
+from data_synth.prompts import PROMPT_DIR, load_prompt
 from data_synth.traj import steps as S
 from data_synth.traj.interact import InteractConfig, check_call, run_episode
 from data_synth.traj.judge import DIMENSIONS, JudgeConfig, judge, unsupported_urls
 from data_synth.traj.propose import ProposeConfig, propose
 from data_synth.traj.query_checks import check_query, named_tools
-from data_synth.traj.records import Chain, ScoredTask, Scores, Server, Source, Task, ToolDoc, Trajectory
+from data_synth.traj.records import (
+    AugmentJob,
+    Chain,
+    ScoredTask,
+    Scores,
+    Server,
+    Source,
+    Task,
+    TaskSeed,
+    ToolDoc,
+    Trajectory,
+)
 from data_synth.traj.simulate import SimulatedTools, injects_failure, sees_query
 from data_synth.traj.tasks import TaskConfig, augment, chain_queries, load_personas, pick, score_task, server_tasks
 from data_synth.traj.verify_chains import VerifyConfig, verify_chain
@@ -182,6 +194,41 @@ def test_verify_step_rejects_with_reason():
 
 
 # -- query checks, tasks, augmentation, scores ----------------------------------------------
+def test_traj_prompts_load_with_the_shared_loader():
+    folder = PROMPT_DIR / "traj"
+    names = sorted(f.stem for f in folder.glob("*.md"))
+    assert len(names) == 13 and not list(folder.glob("*.txt"))
+    for name in names:
+        p = load_prompt(f"traj/{name}")
+        assert p.name == f"traj.{name}" and p.strip and "system" in p.sections
+        assert name == "agent_system" or "user" in p.sections
+    # `strip: true`: no trailing newline, the same text as before the move to the shared loader
+    system, user = load_prompt("traj/score_task").messages("user", tool_list="- t", query="Q?")
+    assert system == {
+        "role": "system",
+        "content": "You grade user requests for a tool-use dataset strictly. You answer with JSON only.",
+    }
+    assert user["content"].startswith("Tools available to the assistant:\n- t\n\nUser request: Q?\n\nGrade")
+    assert user["content"].endswith('"reason": "one sentence"}')
+
+
+def test_task_records_carry_the_prompt_tag():
+    good = "Find the blue kettle and put two of them in my cart."
+    rewrite = "Could you find me the blue kettle and add a pair of them to my cart?"
+    llm = client(
+        by_step(
+            {"traj.task_chain": json.dumps({"queries": [good]}), "traj.augment_diverse": json.dumps({"query": rewrite})}
+        )
+    )
+    ctx = StepContext(llm=llm, extra={"servers": {"shop": SERVER}})
+    seed = TaskSeed(key="chain:c1", server_id="shop", source="chain", chain_id="c1", tools=CHAIN)
+    env = run(process_one(S.TasksStep(TaskConfig(per_chain=1)), seed, ctx))
+    (task,) = [Task.model_validate(o) for o in env.out]
+    assert task.prompt == "traj.task_from_chain@1"
+    env = run(process_one(S.AugmentStep(TaskConfig()), AugmentJob(key="a", task=task, mode="diverse"), ctx))
+    assert env.status == "ok" and Task.model_validate(env.out[0]).prompt == "traj.augment_diverse@1"
+
+
 def test_query_rules():
     names = ["get_product", "cat", "searchFlights"]
     assert named_tools("Please get_product for item 3", names) == ["get_product"]
