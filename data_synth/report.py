@@ -4,17 +4,19 @@
     report.funnel(Funnel.from_run(run_dir, steps, first_inputs=n_seeds))
     report.bar("scenario_types", Counter(types), title="Scenario types")
     report.hist("hops", hops, title="Sub-questions per environment", xlabel="sub-questions", integer=True)
+    report.hist("scores", {"kept": kept, "rejected": low}, title="Scores", xlabel="score", stacked=True)
     report.rejections(funnel)          # every step's rejection reasons, one chart
     path = report.write()              # report/report.md (+ one PNG per plot)
 
-Plots are written as they are added (matplotlib, Agg backend: no display needed). An empty
-series gives a line of text instead of an empty plot.
+Plots are written as they are added (matplotlib, Agg backend: no display needed), into
+`out_dir`, or into `out_dir/<plot_dir>` when given. An empty series gives a line of text
+instead of an empty plot.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import matplotlib
 
@@ -23,12 +25,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from data_synth.pipeline.funnel import Funnel  # noqa: E402
 
+# several series in one plot: the funnel's ok / rejected colours first, then neutral ones
+SERIES_COLORS = ("#55a868", "#dd8452", "#4c72b0", "#8172b3", "#937860")
+
 
 class Report:
-    def __init__(self, title: str, out_dir: str | Path):
+    def __init__(self, title: str, out_dir: str | Path, *, plot_dir: str = ""):
         self.title = title
         self.out_dir = Path(out_dir)
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.plot_dir = plot_dir
+        (self.out_dir / plot_dir).mkdir(parents=True, exist_ok=True)
         self._parts: list[str] = [f"# {title}\n"]
 
     # -- building blocks ------------------------------------------------------------------
@@ -42,13 +48,27 @@ class Report:
 
     def _save(self, fig, name: str, title: str) -> None:
         fig.tight_layout()
-        fig.savefig(self.out_dir / f"{name}.png", dpi=110)
+        fig.savefig(self.out_dir / self.plot_dir / f"{name}.png", dpi=110)
         plt.close(fig)
-        self._parts.append(f"![{title}]({name}.png)\n")
+        self._parts.append(f"![{title}]({PurePosixPath(self.plot_dir, f'{name}.png')})\n")
 
-    def bar(self, name: str, counts: Mapping[str, int | float], *, title: str, xlabel: str = "", top: int = 25) -> None:
+    def bar(
+        self,
+        name: str,
+        counts: Mapping[str, int | float],
+        *,
+        title: str,
+        xlabel: str = "",
+        top: int = 25,
+        sort: bool = True,
+        xlim: tuple[float, float] | None = None,
+    ) -> None:
+        """Horizontal bars, largest first (`sort=False`: in the mapping's order)."""
         self._parts.append(f"## {title}\n")
-        items = sorted(counts.items(), key=lambda kv: (-kv[1], str(kv[0])))[:top]
+        items = list(counts.items())
+        if sort:
+            items.sort(key=lambda kv: (-kv[1], str(kv[0])))
+        items = items[:top]
         if not items:
             self._parts.append("_nothing to show_\n")
             return
@@ -58,6 +78,8 @@ class Report:
         ax.barh(labels, values, color="#4c72b0")
         for y, v in enumerate(values):
             ax.text(v, y, f" {v:g}", va="center", fontsize=8)
+        if xlim is not None:
+            ax.set_xlim(*xlim)
         ax.set_xlabel(xlabel)
         ax.set_title(title)
         self._save(fig, name, title)
@@ -65,35 +87,52 @@ class Report:
     def hist(
         self,
         name: str,
-        values: Sequence[float],
+        values: Sequence[float] | Mapping[str, Sequence[float]],
         *,
         title: str,
         xlabel: str,
         bins: int = 20,
+        span: tuple[float, float] | None = None,
         integer: bool = False,
+        stacked: bool = False,
+        colors: Sequence[str] = SERIES_COLORS,
         vline: float | None = None,
         vline_label: str = "",
     ) -> None:
+        """A histogram of one series, or of several named ones (`{label: values}`): bars side
+        by side, or on top of each other with `stacked`. `span`: the range the bins cover
+        (default: the data's); `integer`: one bin per whole number; `colors`: one per series."""
         self._parts.append(f"## {title}\n")
-        if not values:
+        series = {k: list(v) for k, v in values.items()} if isinstance(values, Mapping) else {"": list(values)}
+        every = [v for vs in series.values() for v in vs]
+        if not every:
             self._parts.append("_nothing to show_\n")
             return
         fig, ax = plt.subplots(figsize=(7, 3.5))
+        edges: int | list[float] = bins
         if integer:
-            lo, hi = int(min(values)), int(max(values))
-            ax.hist(values, bins=[x - 0.5 for x in range(lo, hi + 2)], color="#55a868", rwidth=0.85)
+            lo, hi = int(min(every)), int(max(every))
+            edges = [x - 0.5 for x in range(lo, hi + 2)]
             ax.set_xticks(range(lo, hi + 1))
-        else:
-            ax.hist(values, bins=bins, color="#55a868")
+        several = len(series) > 1
+        ax.hist(
+            list(series.values()) if several else every,
+            bins=edges,
+            range=span,
+            stacked=stacked,
+            color=list(colors[: len(series)]),
+            label=list(series) if several else None,
+            rwidth=0.85 if integer else None,
+        )
         if vline is not None:
             ax.axvline(vline, color="#c44e52", linestyle="--", label=vline_label or f"{vline:g}")
+        if several or vline is not None:
             ax.legend()
         ax.set_xlabel(xlabel)
         ax.set_ylabel("count")
         ax.set_title(title)
         self._save(fig, name, title)
-        mean = sum(values) / len(values)
-        self._parts.append(f"n = {len(values)}, mean = {mean:.3g}, min = {min(values):g}, max = {max(values):g}\n")
+        self._parts.append("; ".join(f"{k + ': ' if k else ''}{_summary(vs)}" for k, vs in series.items()) + "\n")
 
     # -- funnels --------------------------------------------------------------------------
     def funnel(self, funnel: Funnel, *, name: str = "funnel") -> None:
@@ -140,3 +179,10 @@ class Report:
         path = self.out_dir / name
         path.write_text("\n".join(self._parts), encoding="utf-8")
         return path
+
+
+def _summary(values: Sequence[float]) -> str:
+    if not values:
+        return "n = 0"
+    mean = sum(values) / len(values)
+    return f"n = {len(values)}, mean = {mean:.3g}, min = {min(values):g}, max = {max(values):g}"

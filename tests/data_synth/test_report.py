@@ -30,3 +30,18 @@ def test_report_writes_markdown_and_plots(tmp_path):
     assert "## Rejection and error reasons" in text
     assert "| a | 8 | 5 | 1 | 1 | 1 | 5 |" in text and "_nothing to show_" in text
     assert not (tmp_path / "report" / "empty.png").exists()
+
+
+def test_named_series_given_order_and_a_plot_folder(tmp_path):
+    report = Report("Series", tmp_path, plot_dir="plots")
+    report.hist("scores", {"kept": [0.8, 0.9], "low": [0.2]}, title="Scores", xlabel="s", span=(0, 1), stacked=True)
+    report.hist("lengths", {"sampled": [2, 3, 3], "verified": [2]}, title="Lengths", xlabel="n", integer=True)
+    report.hist("none", {"a": [], "b": []}, title="None", xlabel="-")
+    report.bar("dims", {"z": 0.2, "a": 0.9}, title="Dims", sort=False, xlim=(0, 1))
+    text = report.write().read_text()
+    assert (tmp_path / "report.md").is_file()
+    for png in ("scores", "lengths", "dims"):
+        assert (tmp_path / "plots" / f"{png}.png").stat().st_size > 1000 and f"(plots/{png}.png)" in text
+    assert "kept: n = 2, mean = 0.85, min = 0.8, max = 0.9; low: n = 1, mean = 0.2, min = 0.2, max = 0.2" in text
+    assert "sampled: n = 3" in text and "verified: n = 1" in text
+    assert not (tmp_path / "plots" / "none.png").exists() and "## None\n\n_nothing to show_" in text

@@ -244,7 +244,9 @@ def test_pipeline_end_to_end_with_funnel_and_export(tmp_path):
     assert len(lines) == funnel["traj.interact"].ok
     assert {json.loads(x)["judge_status"] for x in lines} == {"ok", "rejected"}
     report = (run_dir / "report.md").read_text()
-    assert "traj.judge" in report and (run_dir / "plots" / "judge_scores.png").stat().st_size > 0
+    assert "| traj.judge |" in report and "## Kept trajectories" in report
+    for png in ("funnel", "rejections", "judge_scores", "judge_dimensions", "tool_calls", "chain_lengths"):
+        assert (run_dir / "plots" / f"{png}.png").stat().st_size > 1000 and f"(plots/{png}.png)" in report
     assert json.loads((run_dir / "funnel.json").read_text())["steps"][0]["step"] == "traj.ingest"
 
 
