@@ -5,7 +5,7 @@ allowed: `sort('final_report.pdf')`). A replay turns each into the tool call a m
 write (name + JSON arguments; positional arguments named from the API method's signature) and
 emits, per user turn, one step with that turn's calls and then a step without calls, which ends
 the turn. Run through the adapter (sandbox, hook, scorer), a faithful adapter makes BFCL's
-checker accept every entry; `wrong_script` breaks each entry (drops the last call of the last
+checker accept every entry; `wrong_calls` breaks each entry (drops the last call of the last
 turn that has any) so the checker must reject it.
 
 Two drivers share the scripts:
