@@ -7,7 +7,7 @@ import json
 from testkit import run_python
 
 EXPECTED_AGENT_LOOPS = {"astra_tool_agent"}
-EXPECTED_REWARD_MANAGERS = {"astra_f1", "astra_recall", "astra_precision"}
+EXPECTED_REWARD_MANAGERS = {"astra_f1", "astra_recall", "astra_precision", "astra_bfcl"}
 
 
 def test_import_verl_registers_astra_parts_in_a_fresh_interpreter(tmp_path):
