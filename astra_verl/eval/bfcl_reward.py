@@ -20,56 +20,42 @@ process). A sample that cannot be scored (no episode log, a ground truth that is
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-from pydantic import ValidationError
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from astra_verl.eval import bfcl_hook
 from astra_verl.eval.bfcl_score import check_sandbox_config, score_episode, trainer_sandbox_config
-from astra_verl.reward.managers import RewardInputError
-from astra_verl.rollout.call_log import CallLogError, EpisodeLog
+from astra_verl.reward.managers import (
+    RewardInputError,
+    last_outputs,
+    parse_ground_truth,
+    read_sample,
+    require_rule_based,
+)
+from astra_verl.rollout.call_log import EpisodeLog
 from env_registry.families.bfcl import TARGET_VERSION, BfclTarget
 
 NAME = "astra_bfcl"
 
 
-def _select(config: Any, key: str) -> Any:
-    if isinstance(config, DictConfig):
-        return OmegaConf.select(config, key, default=None)
-    return None
-
-
-@lru_cache(maxsize=4096)
-def _parse_target_json(text: str) -> BfclTarget:
-    return BfclTarget.model_validate_json(text)  # the G rollouts of a prompt share one string
-
-
 def parse_target(ground_truth: Any) -> BfclTarget:
-    try:
-        if isinstance(ground_truth, bytes):
-            ground_truth = ground_truth.decode("utf-8")
-        if isinstance(ground_truth, str):
-            target = _parse_target_json(ground_truth)
-        elif isinstance(ground_truth, dict):
-            target = BfclTarget.model_validate(ground_truth)
-        else:
-            raise RewardInputError(
-                f"reward_model.ground_truth must be BfclTarget JSON, got {type(ground_truth).__name__}"
-            )
-    except ValidationError as exc:
-        raise RewardInputError(
-            f"reward_model.ground_truth is not a BfclTarget ({exc.errors()[0]['msg']} at "
-            f"{'.'.join(map(str, exc.errors()[0]['loc'])) or '<root>'}); export BFCL rows with "
-            "`python -m astra_verl.eval bfcl-export`"
-        ) from exc
+    target = parse_ground_truth(
+        ground_truth, BfclTarget, "export BFCL rows with `python -m astra_verl.eval bfcl-export`"
+    )
     if target.version != TARGET_VERSION:
         raise RewardInputError(f"BfclTarget version {target.version}; this reader knows {TARGET_VERSION}")
     return target
+
+
+def _check_hook(where: str, log: EpisodeLog) -> None:
+    if log.hook != bfcl_hook.HOOK_NAME:
+        raise RewardInputError(
+            f"{where}: the episode ran with hook {log.hook!r}, not {bfcl_hook.HOOK_NAME!r}; BFCL rows carry "
+            "extra_info.interaction_kwargs.name=bfcl_multi_turn"
+        )
 
 
 @register(NAME)
@@ -80,36 +66,16 @@ class AstraBfclRewardManager(RewardManagerBase):
         self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None, **kwargs
     ):
         super().__init__(config, tokenizer, compute_score)
-        if _select(config, "reward.reward_model.enable"):
-            raise ValueError(f"{NAME} is rule-based: set reward.reward_model.enable=False")
+        require_rule_based(config, NAME)
         self.sandbox_config = trainer_sandbox_config(config)
         check_sandbox_config(self.sandbox_config)
 
     async def score(self, non_tensor: dict) -> dict:
-        where = f"sample data_source={non_tensor.get('data_source')!r} uid={non_tensor.get('uid')!r}"
-        reward_model = non_tensor.get("reward_model")
-        if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
-            raise RewardInputError(f"{where}: reward_model.ground_truth is missing")
-        try:
-            target = parse_target(reward_model["ground_truth"])
-            log = EpisodeLog.from_extra_fields(non_tensor.get("tool_extra_fields"))
-        except (RewardInputError, CallLogError) as exc:
-            raise RewardInputError(f"{where}: {exc}") from exc
-        if log.hook != bfcl_hook.HOOK_NAME:
-            raise RewardInputError(
-                f"{where}: the episode ran with hook {log.hook!r}, not {bfcl_hook.HOOK_NAME!r}; BFCL rows carry "
-                "extra_info.interaction_kwargs.name=bfcl_multi_turn"
-            )
-        if log.env_id != target.env_id:
-            raise RewardInputError(
-                f"{where}: the episode ran env {log.env_id!r}, the ground truth is for {target.env_id!r}"
-            )
+        _, target, log = read_sample(non_tensor, parse_target, _check_hook)
         from astra_verl.sandbox import shared_sandbox
 
         verdict = await score_episode(shared_sandbox(self.sandbox_config), target, log)
         return {"reward_score": float(verdict.valid), "reward_extra_info": verdict.extra_info()}
 
     async def run_single(self, data: DataProto) -> dict:
-        if len(data) == 0:
-            raise RewardInputError("run_single got an empty DataProto")
-        return await self.score({key: values[-1] for key, values in data.non_tensor_batch.items()})
+        return await self.score(last_outputs(data))

@@ -19,12 +19,13 @@ field and the sample: a broken rollout must stop the run, not train on silent ze
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from omegaconf import DictConfig, OmegaConf
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
@@ -40,8 +41,15 @@ __all__ = [
     "AstraRewardManager",
     "RewardInputError",
     "RewardSettings",
+    "last_outputs",
+    "parse_ground_truth",
     "parse_target",
+    "read_sample",
+    "require_rule_based",
 ]
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class RewardInputError(ValueError):
@@ -83,30 +91,35 @@ def _select(config: Any, key: str) -> Any:
 
 
 @lru_cache(maxsize=8192)
-def _parse_target_json(text: str) -> RewardTarget:
+def _parse_json(model: type[BaseModel], text: str) -> BaseModel:
     # The G rollouts of a prompt share one ground-truth string: parse it once.
-    return RewardTarget.model_validate_json(text)
+    return model.model_validate_json(text)
 
 
-def parse_target(ground_truth: Any) -> RewardTarget:
-    """A row's `reward_model.ground_truth` (RewardTarget JSON, or its already-decoded dict)."""
+def parse_ground_truth(ground_truth: Any, model: type[M], how_to_fix: str) -> M:
+    """A row's `reward_model.ground_truth` as `model`: its JSON (str or bytes) or its already-decoded dict."""
+    name = model.__name__
     try:
         if isinstance(ground_truth, bytes):
             ground_truth = ground_truth.decode("utf-8")
         if isinstance(ground_truth, str):
-            target = _parse_target_json(ground_truth)
-        elif isinstance(ground_truth, dict):
-            target = RewardTarget.model_validate(ground_truth)
-        else:
-            raise RewardInputError(
-                f"reward_model.ground_truth must be a RewardTarget JSON string, got {type(ground_truth).__name__}"
-            )
+            return _parse_json(model, ground_truth)  # type: ignore[return-value]
+        if isinstance(ground_truth, dict):
+            return model.model_validate(ground_truth)
     except ValidationError as exc:
+        first = exc.errors()[0]
         raise RewardInputError(
-            f"reward_model.ground_truth is not a RewardTarget ({exc.error_count()} errors: {exc.errors()[0]['msg']} "
-            f"at {'.'.join(map(str, exc.errors()[0]['loc'])) or '<root>'}); re-export the rows with "
-            "`python -m env_registry export-parquet`"
+            f"reward_model.ground_truth is not a {name} ({exc.error_count()} errors: {first['msg']} "
+            f"at {'.'.join(map(str, first['loc'])) or '<root>'}); {how_to_fix}"
         ) from exc
+    raise RewardInputError(f"reward_model.ground_truth must be a {name} JSON string, got {type(ground_truth).__name__}")
+
+
+def parse_target(ground_truth: Any) -> RewardTarget:
+    """A row's `reward_model.ground_truth` (RewardTarget JSON, or its already-decoded dict)."""
+    target = parse_ground_truth(
+        ground_truth, RewardTarget, "re-export the rows with `python -m env_registry export-parquet`"
+    )
     if target.spec_version != SPEC_VERSION:
         raise RewardInputError(
             f"reward_model.ground_truth has spec_version {target.spec_version}; this reader knows {SPEC_VERSION}"
@@ -114,6 +127,51 @@ def parse_target(ground_truth: Any) -> RewardTarget:
     if not target.sub_questions:
         raise RewardInputError(f"reward_model.ground_truth of env {target.env_id} has no sub_questions")
     return target
+
+
+def read_sample(
+    non_tensor: dict, parse: Callable[[Any], T], check_log: Callable[[str, EpisodeLog], None] | None = None
+) -> tuple[str, T, EpisodeLog]:
+    """One sample's description (for errors), its parsed ground truth and its episode log.
+
+    `parse` turns `reward_model.ground_truth` into a target with an `env_id`; a sample whose
+    episode ran another environment than its ground truth names is an error, not a zero.
+    `check_log(where, log)` raises on a log the manager cannot score (checked first).
+    """
+    where = _describe(non_tensor)
+    reward_model = non_tensor.get("reward_model")
+    if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
+        raise RewardInputError(f"{where}: reward_model.ground_truth is missing (got {type(reward_model).__name__})")
+    try:
+        target = parse(reward_model["ground_truth"])
+        log = EpisodeLog.from_extra_fields(non_tensor.get("tool_extra_fields"))
+    except (RewardInputError, CallLogError) as exc:
+        raise RewardInputError(f"{where}: {exc}") from exc
+    if check_log is not None:
+        check_log(where, log)
+    if log.env_id != target.env_id:  # type: ignore[attr-defined]
+        raise RewardInputError(
+            f"{where}: the episode ran env {log.env_id!r} but reward_model.ground_truth is for env "
+            f"{target.env_id!r}; the row's extra_info.astra and its ground truth disagree"  # type: ignore[attr-defined]
+        )
+    return where, target, log
+
+
+def last_outputs(data: DataProto) -> dict:
+    """The non-tensor fields of a sample's last output, where multi-output agent loops put the episode."""
+    # As verl's naive manager assumes; only non-tensor fields are read: no decoding, no tensor indexing.
+    if len(data) == 0:
+        raise RewardInputError("run_single got an empty DataProto")
+    return {key: values[-1] for key, values in data.non_tensor_batch.items()}
+
+
+def require_rule_based(config: Any, manager: str) -> None:
+    """Refuse a config in which verl's reward loop would score with a reward model and bypass `manager`."""
+    if _select(config, "reward.reward_model.enable"):
+        raise ValueError(
+            "reward.reward_model.enable=True makes verl's reward loop score with the reward model and bypass "
+            f"{manager}; its reward is rule-based: set reward.reward_model.enable=False"
+        )
 
 
 def _describe(non_tensor: dict) -> str:
@@ -138,38 +196,17 @@ class AstraRewardManager(RewardManagerBase):
                 "astra reward managers compute the ASTRA reward themselves and would ignore "
                 "reward.custom_reward_function.path; unset it, or use reward.reward_manager.name=naive"
             )
-        if _select(config, "reward.reward_model.enable"):
-            raise ValueError(
-                "reward.reward_model.enable=True makes verl's reward loop score with the reward model and bypass "
-                f"{type(self).__name__}; the astra reward is rule-based: set reward.reward_model.enable=False"
-            )
+        require_rule_based(config, type(self).__name__)
         self.settings = RewardSettings.from_config(config)
 
     def score(self, non_tensor: dict) -> dict:
         """Score one sample's non-tensor fields (what `run_single` reads); pure and synchronous."""
-        where = _describe(non_tensor)
-        reward_model = non_tensor.get("reward_model")
-        if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
-            raise RewardInputError(f"{where}: reward_model.ground_truth is missing (got {type(reward_model).__name__})")
-        try:
-            target = parse_target(reward_model["ground_truth"])
-            log = EpisodeLog.from_extra_fields(non_tensor.get("tool_extra_fields"))
-        except (RewardInputError, CallLogError) as exc:
-            raise RewardInputError(f"{where}: {exc}") from exc
-        if log.env_id != target.env_id:
-            raise RewardInputError(
-                f"{where}: the episode ran env {log.env_id!r} but reward_model.ground_truth is for env "
-                f"{target.env_id!r}; the row's extra_info.astra and its ground truth disagree"
-            )
+        _, target, log = read_sample(non_tensor, parse_target)
         result = score_episode(log, target, self.mode, eps=self.settings.eps)
         return {"reward_score": result.reward, "reward_extra_info": result.extra_info()}
 
     async def run_single(self, data: DataProto) -> dict:
-        # Multi-output loops put the whole episode on the last output, as verl's naive manager assumes.
-        # Only non-tensor fields are read: no decoding, no tensor indexing.
-        if len(data) == 0:
-            raise RewardInputError("run_single got an empty DataProto")
-        return self.score({key: values[-1] for key, values in data.non_tensor_batch.items()})
+        return self.score(last_outputs(data))
 
 
 @register("astra_f1")
