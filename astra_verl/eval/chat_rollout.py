@@ -19,14 +19,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_verl.rollout.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.hooks import EnvironmentHook, HookAction, HookError, create_hook
+from astra_verl.rollout.tool_parser import ParsedCall
 from astra_verl.rollout.toolset import ToolCatalog, Toolset
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec
+
+if TYPE_CHECKING:
+    from data_synth.llm.types import ToolCall
 
 
 @dataclass
@@ -161,48 +165,22 @@ class ChatRollout:
         if action.terminate:
             ep.log.terminated_by = Termination.HOOK
 
-    async def _run_call(self, ep: ChatEpisode, session: Any, index: int, call: Any) -> tuple[CallRecord, str]:
-        turn = ep.log.assistant_turns
-        tool = ep.toolset.tools.get(call.name) if call.name in ep.shown else None
-
-        def reject(status: CallStatus, kind: str | None, text: str) -> tuple[CallRecord, str]:
-            args = call.args if call.args is not None else call.arguments
-            record = CallRecord(
-                turn=turn, index=index, tool=call.name or None, arguments=args, status=status, error_kind=kind
-            )
-            record.output = text
-            return record, text
-
-        if call.args is None:
-            return reject(CallStatus.BAD_JSON, "bad_arguments", f"Error (bad_json): {call.error}")
-        if tool is None:
-            return reject(
-                CallStatus.UNKNOWN_TOOL,
-                None,
-                f"Error (unknown_tool): there is no tool named {call.name!r}. Available tools: {', '.join(ep.shown)}.",
-            )
-        problem = tool.check(call.args)
-        if problem is not None:
-            keyword, why = problem
-            return reject(
-                CallStatus.SCHEMA_ERROR,
-                keyword,
-                f"Error (schema_error): arguments of {tool.name!r} do not match its parameters: {why}",
-            )
-        t0 = time.perf_counter()
-        result = await self.sandbox.call(session, tool.module, tool.function, call.args)
-        record = CallRecord(
-            turn=turn,
-            index=index,
-            tool=tool.name,
+    async def _run_call(self, ep: ChatEpisode, session: Any, index: int, call: ToolCall) -> tuple[CallRecord, str]:
+        parsed = ParsedCall(
+            name=call.name,
             arguments=call.args,
-            status=CallStatus.OK if result.ok else CallStatus.TOOL_ERROR,
-            error_kind=None if result.ok else (result.error_kind.value if result.error_kind else "error"),
-            output=result.text,
-            source_env=tool.env_id,
-            elapsed_s=time.perf_counter() - t0,
+            raw=call.arguments,
+            error_kind=None if call.args is not None else "bad_json",
+            error=call.error or "",
         )
-        return record, result.text
+
+        async def opened() -> Any:
+            return session
+
+        record = await ep.toolset.execute(
+            parsed, ep.shown, self.sandbox, opened, turn=ep.log.assistant_turns, index=index
+        )
+        return record, record.output
 
 
 def _as_list(value: Any) -> list[Any]:

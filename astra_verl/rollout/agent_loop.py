@@ -42,11 +42,9 @@ verl would left-truncate it and cut off the tool list), a sandbox that cannot ru
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import os
-import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -66,13 +64,12 @@ from . import tool_parser as parsing
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from .config import read_configs
 from .hooks import EnvironmentHook, HookAction, HookError, create_hook
-from .toolset import EpisodeTool, ToolCatalog, Toolset
+from .toolset import MAX_LOGGED_RAW_CHARS, ToolCatalog, Toolset, digest
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 AGENT_NAME = "astra_tool_agent"
-MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log
 
 _CATALOG = ToolCatalog()
 _WARNED_WORKER_TOOLS = False
@@ -100,10 +97,6 @@ def truncate(text: str, limit: int, side: str) -> str:
         return text[:limit] + "...(truncated)"
     head = limit // 2
     return text[:head] + "...(truncated)..." + text[len(text) - (limit - head) :]
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 @dataclass
@@ -351,72 +344,32 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     async def _run_call(self, ep: Episode, index: int, call: parsing.ParsedCall) -> tuple[CallRecord, str]:
         """Validate and execute one call attempt; returns its log record and the tool message text."""
-        turn = ep.log.assistant_turns
-
-        def reject(status: CallStatus, kind: str | None, text: str, tool: EpisodeTool | None = None):
-            observed = truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side)
+        if index >= self.limits.max_parallel_calls:
+            text = f"Not executed: at most {self.limits.max_parallel_calls} tool calls are run per turn."
             args = call.arguments if call.arguments is not None else call.raw[:MAX_LOGGED_RAW_CHARS]
             record = CallRecord(
-                turn=turn,
+                turn=ep.log.assistant_turns,
                 index=index,
                 tool=call.name,
                 arguments=args,
-                status=status,
-                error_kind=kind,
-                output=observed,
-                output_sha=_digest(text),
-                distractor=tool.distractor if tool else False,
-                source_env=tool.env_id if tool else None,
+                status=CallStatus.SKIPPED,
+                output=text,
+                output_sha=digest(text),
             )
-            return record, self._format(call.name, False, observed)
-
-        if index >= self.limits.max_parallel_calls:
-            return reject(
-                CallStatus.SKIPPED,
-                None,
-                f"Not executed: at most {self.limits.max_parallel_calls} tool calls are run per turn.",
-            )
-        if not call.ok:
-            return reject(CallStatus.BAD_JSON, call.error_kind, f"Error ({call.error_kind}): {call.error}")
-        tool = ep.toolset.tools.get(call.name) if call.name in ep.shown else None
-        if tool is None:
-            return reject(
-                CallStatus.UNKNOWN_TOOL,
-                None,
-                f"Error (unknown_tool): there is no tool named {call.name!r}. Available tools: {', '.join(ep.shown)}.",
-            )
-        problem = tool.check(call.arguments)
-        if problem is not None:
-            keyword, why = problem
-            return reject(
-                CallStatus.SCHEMA_ERROR,
-                keyword,
-                f"Error (schema_error): arguments of {tool.name!r} do not match its parameters: {why}",
-                tool,
-            )
-
-        session = await self._session(ep)
-        t0 = time.perf_counter()
-        result = await self.sandbox.call(session, tool.module, tool.function, call.arguments)
-        elapsed = time.perf_counter() - t0
-        text = result.text
-        observed = truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side)
-        record = CallRecord(
-            turn=turn,
+            return record, self._format(call.name, False, text)
+        record = await ep.toolset.execute(
+            call,
+            ep.shown,
+            self.sandbox,
+            lambda: self._session(ep),
+            turn=ep.log.assistant_turns,
             index=index,
-            tool=tool.name,
-            arguments=call.arguments,
-            status=CallStatus.OK if result.ok else CallStatus.TOOL_ERROR,
-            error_kind=None if result.ok else (result.error_kind.value if result.error_kind else "error"),
-            output=observed,
-            output_sha=_digest(text),
-            distractor=tool.distractor,
-            source_env=tool.env_id,
-            elapsed_s=elapsed,
+            observe=lambda text: truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side),
         )
-        record.solved = [q for q in solved_by_call(record, ep.target) if q not in ep.solved]
-        ep.solved.update(record.solved)
-        return record, self._format(tool.name, result.ok, observed)
+        if record.status is CallStatus.OK or record.status is CallStatus.TOOL_ERROR:
+            record.solved = [q for q in solved_by_call(record, ep.target) if q not in ep.solved]
+            ep.solved.update(record.solved)
+        return record, self._format(record.tool, record.status is CallStatus.OK, record.output)
 
     def _format(self, tool: str | None, ok: bool, observed: str) -> str:
         if self.settings.tool_message_format == "text":

@@ -18,8 +18,11 @@ session, hence fresh tool state.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +33,11 @@ from astra_verl.sandbox.protocol import Module, Program
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
+from .call_log import CallRecord, CallStatus
+from .tool_parser import ParsedCall
+
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
+MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log
 
 
 class ToolsetError(ValueError):
@@ -71,6 +78,78 @@ class Toolset:
 
     def schemas(self, names: list[str] | tuple[str, ...]) -> list[dict[str, Any]]:
         return [self.tools[n].schema for n in names]
+
+    async def execute(
+        self,
+        call: ParsedCall,
+        shown: Sequence[str],
+        sandbox: Any,
+        session: Callable[[], Awaitable[Any]],
+        *,
+        turn: int,
+        index: int,
+        observe: Callable[[str], str] = str,
+    ) -> CallRecord:
+        """Check one call attempt against the shown tools and run it in the episode's sandbox session.
+
+        A call that cannot run (malformed, unknown or hidden tool, arguments violating the schema)
+        is not executed; its record carries the model-readable error as `output`. `observe` maps
+        the full text to what the model sees (the agent loop truncates); `output_sha` hashes the
+        full text. `session` is awaited only when a call runs.
+        """
+        tool = self.tools.get(call.name) if call.name in shown else None
+
+        def rejected(status: CallStatus, kind: str | None, text: str) -> CallRecord:
+            return CallRecord(
+                turn=turn,
+                index=index,
+                tool=call.name or None,
+                arguments=call.arguments if call.arguments is not None else call.raw[:MAX_LOGGED_RAW_CHARS],
+                status=status,
+                error_kind=kind,
+                output=observe(text),
+                output_sha=digest(text),
+                distractor=tool.distractor if tool else False,
+                source_env=tool.env_id if tool else None,
+            )
+
+        if not call.ok:
+            return rejected(CallStatus.BAD_JSON, call.error_kind, f"Error ({call.error_kind}): {call.error}")
+        if tool is None:
+            return rejected(
+                CallStatus.UNKNOWN_TOOL,
+                None,
+                f"Error (unknown_tool): there is no tool named {call.name!r}. Available tools: {', '.join(shown)}.",
+            )
+        problem = tool.check(call.arguments)
+        if problem is not None:
+            keyword, why = problem
+            return rejected(
+                CallStatus.SCHEMA_ERROR,
+                keyword,
+                f"Error (schema_error): arguments of {tool.name!r} do not match its parameters: {why}",
+            )
+        opened = await session()
+        t0 = time.perf_counter()
+        result = await sandbox.call(opened, tool.module, tool.function, call.arguments)
+        return CallRecord(
+            turn=turn,
+            index=index,
+            tool=tool.name,
+            arguments=call.arguments,
+            status=CallStatus.OK if result.ok else CallStatus.TOOL_ERROR,
+            error_kind=None if result.ok else (result.error_kind.value if result.error_kind else "error"),
+            output=observe(result.text),
+            output_sha=digest(result.text),
+            distractor=tool.distractor,
+            source_env=tool.env_id,
+            elapsed_s=time.perf_counter() - t0,
+        )
+
+
+def digest(text: str) -> str:
+    """A short content hash of a tool's full output (logged beside the possibly truncated text)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class ToolCatalog:
