@@ -369,7 +369,7 @@ class _Worker:
             self.loop.remove_reader(self.sock.fileno())
             self.sock.close()
         self.buf.close_fds()
-        if not self.pool._closing:
+        if not self.pool._closing and self.pool._started.done():  # start() reports startup failures
             logger.warning("sandbox worker %d (pid %s) died: %s; starting a replacement", self.slot, self.pid, why)
         err = SandboxError(f"sandbox worker {self.slot} died: {why}")
         if not self.hello.done():
@@ -466,8 +466,12 @@ class SandboxPool(Sandbox):
                 self._worker_ready.set()
                 logger.info("sandbox: %d worker(s) ready; %s", len(workers) - len(errors), self.isolation)
                 self._started.set_result(None)
+                for w, r in zip(workers, results, strict=True):
+                    if isinstance(r, BaseException):
+                        self._worker_died(w)  # now that the pool runs, replace it as any dead worker
             except BaseException as exc:
                 self._started.set_exception(exc)
+                self._started.exception()  # this call raises it; later start() calls await it again
                 raise
         else:
             await asyncio.shield(self._started)
@@ -497,7 +501,8 @@ class SandboxPool(Sandbox):
 
     # ---------------------------------------------------------------- workers
     def _worker_died(self, worker: _Worker) -> None:
-        if self._closing or self._loop.is_closed():
+        # While the pool starts, start() decides: all workers failing is a setup error, not a crash.
+        if self._closing or self._loop.is_closed() or not self._started.done():
             return
         slot = worker.slot
         if self._workers[slot] is worker and slot not in self._restarts:

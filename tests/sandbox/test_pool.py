@@ -210,3 +210,48 @@ async def test_python310_timeout_fallback():
         async with _Timeout310(5.0):
             asyncio.current_task().cancel()
             await asyncio.sleep(1)
+
+
+def _failing_worker_command(monkeypatch, fail_first: int):
+    """Make the first `fail_first` worker launches exit at once (as a broken interpreter would)."""
+    from astra_verl.sandbox import launch
+
+    real, launches = launch.worker_command, []
+
+    def command(*args, **kwargs):
+        cmd = real(*args, **kwargs)
+        launches.append(cmd)
+        return launch.WorkerCommand(["/bin/false"], cmd.env, cmd.cwd) if len(launches) <= fail_first else cmd
+
+    monkeypatch.setattr(launch, "worker_command", command)
+    return launches
+
+
+async def test_start_fails_loudly_and_cleanly_when_no_worker_starts(monkeypatch, caplog):
+    launches = _failing_worker_command(monkeypatch, fail_first=10**6)
+    p = SandboxPool(SandboxConfig(workers=2, backend="process"))
+    with pytest.raises(SandboxError, match="no sandbox worker could start"):
+        await p.start()
+    with pytest.raises(SandboxError, match="no sandbox worker could start"):  # a second caller sees it too
+        await p.start()
+    await asyncio.sleep(0.3)
+    assert len(launches) == 2, "a setup error must not be retried as if workers had crashed"
+    await p.aclose()
+    del p
+    import gc
+
+    gc.collect()
+    assert "never retrieved" not in caplog.text
+
+
+async def test_a_worker_that_fails_to_start_is_replaced(monkeypatch):
+    launches = _failing_worker_command(monkeypatch, fail_first=1)
+    async with SandboxPool(SandboxConfig(workers=2, backend="process")) as p:
+        s = await p.open_session(program(m=COUNTER))
+        assert (await p.call(s, "m", "bump", {})).text == "1"
+        for _ in range(50):  # the failed slot gets a replacement worker
+            if len(launches) == 3 and all(w is not None and w.alive for w in p._workers):
+                break
+            await asyncio.sleep(0.1)
+        assert len(launches) == 3 and all(w.alive for w in p._workers)
+        await p.close_session(s)
