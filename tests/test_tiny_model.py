@@ -10,16 +10,24 @@ def test_newline_is_one_token_and_template_renders_tools(tiny_tokenizer):
     tools = [{"type": "function", "function": {"name": "get_x", "description": "d", "parameters": {"type": "object"}}}]
     messages = [
         {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "get_x", "arguments": {"a": 1}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "get_x", "arguments": {"a": 1}}}],
+        },
         {"role": "tool", "content": "42"},
     ]
     text = tiny_tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
     assert '"name": "get_x"' in text and "<tools>" in text
-    assert '<|im_start|>assistant\n<tool_call>\n{"name": "get_x", "arguments": {"a": 1}}\n</tool_call><|im_end|>' in text
+    assert (
+        '<|im_start|>assistant\n<tool_call>\n{"name": "get_x", "arguments": {"a": 1}}\n</tool_call><|im_end|>' in text
+    )
     assert "<tool_response>\n42\n</tool_response>" in text
     assert text.endswith("<|im_start|>assistant\n")
     # the tag tokens survive decoding (the hermes parser looks for them)
-    ids = tiny_tokenizer.encode('<tool_call>\n{"name": "get_x", "arguments": {}}\n</tool_call>', add_special_tokens=False)
+    ids = tiny_tokenizer.encode(
+        '<tool_call>\n{"name": "get_x", "arguments": {}}\n</tool_call>', add_special_tokens=False
+    )
     assert "<tool_call>" in tiny_tokenizer.decode(ids, skip_special_tokens=True)
 
 

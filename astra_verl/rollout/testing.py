@@ -163,3 +163,14 @@ def run(coro) -> Any:
     from verl.utils.ray_utils import get_event_loop
 
     return get_event_loop().run_until_complete(coro)
+
+
+def close_shared_sandbox() -> None:
+    """Close the shared sandbox pool of verl's event loop, whatever its config, so the next
+    agent loop built on that loop may start one with another config."""
+    from astra_verl.sandbox import shared_sandbox
+
+    async def close():
+        await shared_sandbox().aclose()
+
+    run(close())

@@ -25,6 +25,7 @@ import pandas as pd
 
 from data_synth.pipeline import read_envelopes, step_files
 from data_synth.traj.config import TrajConfig
+from data_synth.traj.judge import DIMENSIONS as DIMS
 from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
 
 HERE = Path(__file__).resolve()
@@ -163,17 +164,6 @@ class FakeLLM:
     def _judge(self, text, payload):
         value = 0.3 if "unavailable" in text else 0.9  # trajectories that met a failure score low here
         return {"scores": {d: value for d in DIMS}, "reason": "fake"}
-
-
-DIMS = (
-    "query_understanding",
-    "initial_plan",
-    "tool_response_understanding",
-    "intermediate_planning",
-    "tool_call_success",
-    "conciseness",
-    "final_answer_quality",
-)
 
 
 def config() -> TrajConfig:
