@@ -108,6 +108,9 @@ def bwrap_args(config: SandboxConfig) -> list[str]:
         args += ["--cap-add", "CAP_KILL", "--cap-add", "CAP_SYS_ADMIN"]
     else:
         args += ["--unshare-user"]
+    # The tmpfs first: a bind made before it under /tmp (a venv or a package in a clone under /tmp)
+    # would be hidden by it.
+    args += ["--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp"]
     for d in SYSTEM_DIRS:
         if os.path.islink(d):
             args += ["--symlink", os.readlink(d), d]
@@ -121,7 +124,7 @@ def bwrap_args(config: SandboxConfig) -> list[str]:
         args += ["--ro-bind", d, d]
     args += ["--ro-bind", os.path.join(PKG_ROOT, "inside"), f"{SANDBOX_PKG_ROOT}/inside"]
     args += ["--proc", "/proc", "--dev", "/dev"]
-    args += ["--size", str(config.tmp_mb << 20), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    args += ["--chdir", "/tmp"]
     return args
 
 

@@ -88,3 +88,17 @@ def test_a_module_file_is_refused():
 
     with pytest.raises(launch.SandboxUnavailable, match="module file"):
         launch.package_dirs(("typing_extensions",))
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_a_package_installed_under_tmp_is_importable(backend, tmp_path, monkeypatch):
+    # A clone (and its venv) under /tmp: the worker's own tmpfs /tmp must not hide the package.
+    pkg = tmp_path / "astra_tmp_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("VALUE = 41 + 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    src = "def f():\n    import astra_tmp_pkg\n    return astra_tmp_pkg.VALUE\n"
+    config = SandboxConfig(workers=1, backend=backend, packages=["astra_tmp_pkg"])
+    (result,) = run_calls(Program((Module("p", src),)), [("p", "f", {})], config)
+    assert result.ok, result.message
+    assert json.loads(result.output) == 42
