@@ -54,8 +54,8 @@ class Worker:
         self.landlock = confine.landlock_abi() if cfg["landlock"] else 0
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         stdlib = [p for p in sys.path if p and os.path.isdir(p) and p != cfg["pkg_root"]]
-        self.stdlib_dirs = stdlib
         self.stdlib_fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in stdlib]
+        session.reroot_imports(stdlib, self.stdlib_fds)
         # name -> fd of an installed package's directory (SandboxConfig.packages), reached like the stdlib
         self.package_fds = {n: os.open(d, os.O_PATH | os.O_DIRECTORY) for n, d in cfg.get("packages", {}).items()}
         self.read_paths = list(dict.fromkeys([*stdlib, *cfg["read_paths"]]))
@@ -118,7 +118,6 @@ class Worker:
                 max_output=self.cfg["max_output_chars"],
                 landlock=self.landlock,
                 read_paths=self.read_paths,
-                stdlib_dirs=self.stdlib_dirs,
                 stdlib_fds=self.stdlib_fds,
                 package_fds=self.package_fds,
                 codes=codes,
