@@ -129,6 +129,24 @@ async def test_modules_import_each_other_and_the_stdlib(pool):
     await pool.close_session(s)
 
 
+async def test_a_session_has_a_minimal_environment_and_its_own_inside_module(pool):
+    # The worker sets the environment once for all its sessions and drops its own `inside`
+    # package from sys.modules before tool code runs: neither may leak into a session.
+    prog = program(
+        api="import os\nimport inside\ndef env():\n    return {'env': dict(os.environ), 'inside': inside.WHO}\n",
+        inside="WHO = 'the program'\n",
+    )
+    s = await pool.open_session(prog)
+    r = await pool.call(s, "api", "env", {})
+    assert r.ok, r
+    out = json.loads(r.output)
+    assert out["inside"] == "the program"
+    env = out["env"]
+    assert sorted(env) == ["HOME", "LANG", "PATH", "TMPDIR"]
+    assert env["HOME"] == env["TMPDIR"] and env["PATH"] == "/usr/bin:/bin"
+    await pool.close_session(s)
+
+
 async def test_timeout_kills_and_resets_the_session(pool):
     s = await pool.open_session(program(m=COUNTER + "\ndef hang():\n    while True: pass\n"))
     assert (await pool.call(s, "m", "bump", {"by": 5})).output == "5"

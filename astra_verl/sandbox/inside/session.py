@@ -304,6 +304,11 @@ class Runtime:
                 os._exit(wire.EXIT_CHANNEL_LOST)
 
 
+# A session's whole environment but HOME and TMPDIR (its work dir). The worker sets it on itself
+# once and sessions inherit it: clearing the environment in each fork would touch its pages again.
+SESSION_ENV = {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"}
+
+
 def reroot_imports(dirs: list[str], fds: list[int]) -> None:
     """Point every import path at /proc/self/fd/N, a descriptor the worker opened as root: the
     Python install may sit below a directory the session's uid cannot traverse (/root is 0700).
@@ -342,6 +347,7 @@ def run(
     package_fds: dict[str, int],
     codes: dict,
     compile_errors: dict,
+    own_modules: list[str],
 ) -> None:
     """Body of the forked session process; never returns. Imports already go through `stdlib_fds`
     (`reroot_imports`, done by the worker)."""
@@ -380,15 +386,14 @@ def run(
             wire.send(sock, {"op": "fatal", "error": f"could not confine the session: {exc}"})
             os._exit(3)
         os.chdir(workdir)
-        os.environ.clear()
-        os.environ.update({"HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8", "PATH": "/usr/bin:/bin"})
+        os.environ.update({"HOME": workdir, "TMPDIR": workdir})  # the rest is SESSION_ENV, set by the worker
         if package_fds:
             sys.meta_path.append(PackageFinder({n: f"/proc/self/fd/{fd}" for n, fd in package_fds.items()}))
         import tempfile
 
         tempfile.tempdir = workdir
-        for name in [m for m in sys.modules if m == "inside" or m.startswith("inside.")]:
-            del sys.modules[name]  # our own package must not shadow a program module named "inside"
+        for name in own_modules:
+            sys.modules.pop(name, None)  # our own package must not shadow a program module named "inside"
         rt = Runtime(sock, codes, compile_errors, max_output)
         t0 = time.perf_counter()
         rt.load()

@@ -56,6 +56,8 @@ class Worker:
         stdlib = [p for p in sys.path if p and os.path.isdir(p) and p != cfg["pkg_root"]]
         self.stdlib_fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in stdlib]
         session.reroot_imports(stdlib, self.stdlib_fds)
+        # Found once here, not by a scan of sys.modules in each session (see reroot_imports).
+        self.own_modules = [m for m in sys.modules if m == "inside" or m.startswith("inside.")]
         # name -> fd of an installed package's directory (SandboxConfig.packages), reached like the stdlib
         self.package_fds = {n: os.open(d, os.O_PATH | os.O_DIRECTORY) for n, d in cfg.get("packages", {}).items()}
         self.read_paths = list(dict.fromkeys([*stdlib, *cfg["read_paths"]]))
@@ -122,6 +124,7 @@ class Worker:
                 package_fds=self.package_fds,
                 codes=codes,
                 compile_errors=errors,
+                own_modules=self.own_modules,
             )
         os.close(sock_fd)
         self.children[pid] = (sid, workdir)
@@ -205,6 +208,8 @@ def main() -> None:
             __import__(name)
         except ImportError:
             pass  # a trimmed Python build; tools importing it will then fail with ImportError
+    os.environ.clear()
+    os.environ.update(session.SESSION_ENV)
     worker = Worker(cfg)
     try:
         worker.serve()
