@@ -8,6 +8,10 @@
 sends it through the backend under a semaphore of `max_concurrency`, retrying
 `TransientError` up to `max_retries` times with exponential backoff and full jitter, never
 sooner than a server's Retry-After. It returns a `Completion` or raises `LLMUnavailable`.
+Identical cacheable requests in flight at the same time are sent once and share the answer
+(counted as cache hits): a concurrent run then sends what a sequential run would and every
+caller of one cache key sees the same sample. The shared request is cancelled only when all
+its callers are.
 
 `complete_json` extracts JSON from the reply (fences and `<think>` tolerated), validates it
 against a pydantic model and an optional `check` callable, and on failure asks once more,
@@ -80,6 +84,25 @@ class JSONReply(Generic[T]):
     completions: list[Completion] = field(default_factory=list)
 
 
+class _Flight:
+    """One request in flight and the number of callers waiting on it. It runs as its own task
+    (counted in its first caller's usage scope), so one caller's cancellation does not cancel
+    the others' answer; the last caller to leave cancels it."""
+
+    def __init__(self, task: asyncio.Future):
+        self.task = task
+        self.waiters = 0
+
+    async def join(self) -> Completion:
+        self.waiters += 1
+        try:
+            return await asyncio.shield(self.task)
+        finally:
+            self.waiters -= 1
+            if not self.waiters and not self.task.done():
+                self.task.cancel()
+
+
 def _validation_summary(e: ValidationError, limit: int = 4) -> str:
     parts = []
     for err in e.errors()[:limit]:
@@ -116,6 +139,7 @@ class LLMClient:
         self.max_retry_after_s = max_retry_after_s
         self.defaults = dict(defaults or {})
         self._slots = asyncio.Semaphore(max_concurrency)
+        self._flights: dict[str, _Flight] = {}
         self._rng = random.Random(seed)
         self.usage: dict[str, StepUsage] = defaultdict(StepUsage)
 
@@ -167,23 +191,40 @@ class LLMClient:
     ) -> Completion:
         """One chat completion. `sample` distinguishes repeated samples of the same prompt."""
         payload = self.request(messages, tools=tools, tool_choice=tool_choice, **params)
-        key = cache_key(payload, sample) if self.cache is not None and use_cache else None
-        if key is not None:
-            body = self.cache.get(key)
-            if body is not None:
-                try:
-                    completion = Completion.from_response(body, endpoint=None, cached=True, latency_s=0.0)
-                except ValueError:
-                    completion = None  # an entry this version cannot read: ask again, overwrite nothing
-                if completion is not None:
-                    self._count(
-                        step,
-                        completions=1,
-                        cache_hits=1,
-                        prompt_tokens=completion.usage.prompt_tokens,
-                        completion_tokens=completion.usage.completion_tokens,
-                    )
-                    return completion
+        if self.cache is None or not use_cache:
+            return await self._fetch(payload, step, None)
+        key = cache_key(payload, sample)
+        body = self.cache.get(key)
+        if body is not None:
+            try:
+                return self._shared(Completion.from_response(body, endpoint=None, cached=True, latency_s=0.0), step)
+            except ValueError:
+                pass  # an entry this version cannot read: ask again (the new answer is not stored over it)
+        flight = self._flights.get(key)
+        if flight is not None and not flight.task.done():
+            return self._shared(await flight.join(), step)
+        flight = self._flights[key] = _Flight(asyncio.ensure_future(self._fetch(payload, step, key)))
+
+        def landed(_: asyncio.Future) -> None:
+            if self._flights.get(key) is flight:
+                del self._flights[key]
+
+        flight.task.add_done_callback(landed)
+        return await flight.join()
+
+    def _shared(self, completion: Completion, step: str) -> Completion:
+        """A completion this caller got without a request (cache hit or joined flight)."""
+        self._count(
+            step,
+            completions=1,
+            cache_hits=1,
+            prompt_tokens=completion.usage.prompt_tokens,
+            completion_tokens=completion.usage.completion_tokens,
+        )
+        return completion.model_copy(update={"cached": True, "latency_s": 0.0})
+
+    async def _fetch(self, payload: dict[str, Any], step: str, key: str | None) -> Completion:
+        """Send `payload` with retries; store the answer under `key` when given."""
         last_error = "no attempt made"
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -268,6 +309,8 @@ class LLMClient:
         raise LLMOutputError(f"{step}:{kind}", problem, completions[-1].text)
 
     async def aclose(self) -> None:
+        for flight in list(self._flights.values()):
+            flight.task.cancel()
         await self.backend.aclose()
         if self.cache is not None:
             self.cache.close()

@@ -19,6 +19,7 @@ from data_synth.llm import (
     build_client,
     usage_scope,
 )
+from data_synth.llm.cache import cache_key
 from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply
 from data_synth.llm.http import EndpointPool, parse_retry_after
 
@@ -242,3 +243,97 @@ def test_config_never_holds_the_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-do-not-print")
     cfg = LLMConfig(base_urls=["http://127.0.0.1:1/v1"], model="m")
     assert "sk-do-not-print" not in cfg.model_dump_json() + cfg.describe()
+
+
+class GatedBackend:
+    """Answers `reply <n>` to the n-th request sent, once `gate` opens; counts sends and cancellations."""
+
+    name = "gated"
+
+    def __init__(self, error: Exception | None = None):
+        self.gate = asyncio.Event()
+        self.sent: list[str] = []
+        self.cancelled = 0
+        self.error = error
+
+    async def send(self, payload, *, step):
+        self.sent.append(payload["messages"][-1]["content"])
+        number = len(self.sent)
+        try:
+            await self.gate.wait()
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        if self.error is not None:
+            raise self.error
+        return {"choices": [{"message": {"content": f"reply {number}"}, "finish_reason": "stop"}]}, "gated"
+
+    async def aclose(self):
+        pass
+
+
+async def _started(n=3):
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+@pytest.mark.asyncio
+async def test_identical_requests_in_flight_are_sent_once(tmp_path):
+    backend = GatedBackend()
+    client = LLMClient(backend, model="m", cache=ResponseCache(tmp_path / "c.sqlite"))
+
+    async def ask(sample):
+        with usage_scope() as usage:
+            return await client.complete(MSGS, step="t", sample=sample), usage
+
+    tasks = [asyncio.ensure_future(ask(0)) for _ in range(4)] + [asyncio.ensure_future(ask(1))]
+    await _started()
+    backend.gate.set()
+    results = await asyncio.gather(*tasks)
+    assert len(backend.sent) == 2  # one per cache key, not one per caller
+    same = {c.text for c, _ in results[:4]}
+    assert len(same) == 1 and results[4][0].text not in same
+    assert [c.cached for c, _ in results] == [False, True, True, True, False]
+    assert [u.requests for _, u in results] == [1, 0, 0, 0, 1]  # the request counts in its first caller's record
+    assert client.usage["t"].requests == 2 and client.usage["t"].cache_hits == 3 and client.usage["t"].completions == 5
+    assert not client._flights
+    await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_shared_request_outlives_one_caller_and_stops_with_the_last(tmp_path):
+    backend = GatedBackend()
+    client = LLMClient(backend, model="m", cache=ResponseCache(tmp_path / "c.sqlite"))
+    first, second = (asyncio.ensure_future(client.complete(MSGS, step="t")) for _ in range(2))
+    await _started()
+    first.cancel()
+    await _started()
+    backend.gate.set()
+    assert (await second).text == "reply 1" and backend.cancelled == 0
+    assert first.cancelled()
+
+    backend.gate.clear()
+    other = [{"role": "user", "content": "other"}]
+    lone = [asyncio.ensure_future(client.complete(other, step="t")) for _ in range(2)]
+    await _started()
+    for t in lone:
+        t.cancel()
+    await _started()
+    assert backend.cancelled == 1 and not client._flights  # nobody waits: the request is dropped
+    assert client.cache.get(cache_key(client.request(other), 0)) is None
+    await client.aclose()
+
+
+@pytest.mark.asyncio
+async def test_a_shared_request_that_fails_fails_every_caller_once(tmp_path):
+    backend = GatedBackend(error=LLMUnavailable("HTTP 400 (not retried)"))
+    client = LLMClient(backend, model="m", cache=ResponseCache(tmp_path / "c.sqlite"))
+    tasks = [asyncio.ensure_future(client.complete(MSGS, step="t")) for _ in range(3)]
+    await _started()
+    backend.gate.set()
+    results = await asyncio.gather(*tasks, return_exceptions=True)
+    assert all(isinstance(r, LLMUnavailable) for r in results) and len(backend.sent) == 1
+    assert client.usage["t"].failures == 1
+    backend.error = None  # a later call asks again: failures are not cached
+    assert (await client.complete(MSGS, step="t")).text == "reply 2"
+    await client.aclose()
