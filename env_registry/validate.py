@@ -141,8 +141,10 @@ def _check_text(env: EnvSpec, out: _Issues) -> None:
     checks = [("question", env.question), ("final_answer", env.final_answer)]
     for i, q in enumerate(env.sub_questions):
         checks += [(f"sub_questions[{i}].question", q.question), (f"sub_questions[{i}].answer", q.answer)]
-    for i, t in enumerate(env.tools):
-        checks += [(f"tools[{i}].description", t.description), (f"tools[{i}].source", t.source)]
+    _check_non_empty(checks, out)
+
+
+def _check_non_empty(checks: list[tuple[str, str]], out: _Issues) -> None:
     for path, text in checks:
         if not text.strip():
             out.add(path, Rule.NON_EMPTY, "must not be empty")
@@ -217,30 +219,40 @@ def _check_tools(env: EnvSpec, out: _Issues) -> dict[str, ToolSpec]:
             )
         else:
             seen[t.name] = i
-        if (
-            not (t.name.isascii() and t.name.isidentifier())
-            or keyword.iskeyword(t.name)
-            or len(t.name) > _MAX_TOOL_NAME
-        ):
-            out.add(
-                f"tools[{i}].name",
-                Rule.TOOL_NAME_IDENTIFIER,
-                f"{t.name!r} is not a valid tool name: use an ASCII Python identifier, not a keyword, "
-                f"at most {_MAX_TOOL_NAME} characters",
-            )
-        schema_ok = _check_schema(t, i, out)
-        _check_source(t, i, out)
-        if schema_ok:
-            validator = _validator(t.parameters)
-            for j, g in enumerate(t.golden_calls):
-                for err in sorted(validator.iter_errors(g.args), key=lambda e: list(e.absolute_path)):
-                    where = "".join(f"[{p!r}]" for p in err.absolute_path)
-                    out.add(
-                        f"tools[{i}].golden_calls[{j}].args{where}",
-                        Rule.GOLDEN_ARGS_SCHEMA,
-                        f"arguments do not match the parameters schema of {t.name!r}: {err.message}",
-                    )
+        _check_tool(t, i, out)
     return {t.name: t for t in env.tools}
+
+
+def check_tool(tool: ToolSpec, *, tree: ast.Module | None = None) -> list[ValidationIssue]:
+    """The rules of one tool on its own (texts, name, schema, source, signature, golden-call
+    arguments), as `check_structure` applies them to each tool; fields read `tools[0]...`.
+    `tree`: the source already parsed by the caller, so it is not parsed twice."""
+    out = _Issues("")
+    _check_tool(tool, 0, out, tree)
+    return list(out)
+
+
+def _check_tool(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = None) -> None:
+    _check_non_empty([(f"tools[{i}].description", t.description), (f"tools[{i}].source", t.source)], out)
+    if not (t.name.isascii() and t.name.isidentifier()) or keyword.iskeyword(t.name) or len(t.name) > _MAX_TOOL_NAME:
+        out.add(
+            f"tools[{i}].name",
+            Rule.TOOL_NAME_IDENTIFIER,
+            f"{t.name!r} is not a valid tool name: use an ASCII Python identifier, not a keyword, "
+            f"at most {_MAX_TOOL_NAME} characters",
+        )
+    schema_ok = _check_schema(t, i, out)
+    _check_source(t, i, out, tree)
+    if schema_ok:
+        validator = _validator(t.parameters)
+        for j, g in enumerate(t.golden_calls):
+            for err in sorted(validator.iter_errors(g.args), key=lambda e: list(e.absolute_path)):
+                where = "".join(f"[{p!r}]" for p in err.absolute_path)
+                out.add(
+                    f"tools[{i}].golden_calls[{j}].args{where}",
+                    Rule.GOLDEN_ARGS_SCHEMA,
+                    f"arguments do not match the parameters schema of {t.name!r}: {err.message}",
+                )
 
 
 def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
@@ -278,13 +290,14 @@ def _schema_error(schema_json: str) -> tuple[str, str] | None:
     return None
 
 
-def _check_source(t: ToolSpec, i: int, out: _Issues) -> None:
+def _check_source(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = None) -> None:
     path = f"tools[{i}].source"
-    try:
-        tree = ast.parse(t.source)
-    except SyntaxError as err:
-        out.add(path, Rule.TOOL_SOURCE_SYNTAX, f"does not parse: {err.msg} (line {err.lineno})")
-        return
+    if tree is None:
+        try:
+            tree = ast.parse(t.source)
+        except SyntaxError as err:
+            out.add(path, Rule.TOOL_SOURCE_SYNTAX, f"does not parse: {err.msg} (line {err.lineno})")
+            return
     defs = [n for n in tree.body if _binds(n, t.name)]
     if not defs:
         out.add(path, Rule.TOOL_SOURCE_DEFINES, f"defines no top-level callable named {t.name!r}")

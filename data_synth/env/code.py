@@ -1,8 +1,8 @@
 """Checks of model-written tool code and schemas that need no execution.
 
-`code_problems` runs the environment validator's own tool rules (`env_registry.validate`:
+`code_problems` runs the environment validator's own tool rules (`env_registry.validate.check_tool`:
 syntax, a top-level `def <name>`, a signature that fits the schema, golden-call arguments
-that fit the schema) on a one-tool probe spec, so a tool that passes here passes there; and
+that fit the schema) on the same parse tree, so a tool that passes here passes there; and
 it refuses imports outside a small standard-library allowlist (ASTRA: builtins only) and
 the obvious escape hatches. This is feedback for the model, not security: the code only ever
 runs in the sandbox, which enforces isolation whatever the code does.
@@ -19,8 +19,8 @@ from typing import Any
 import jsonschema
 
 from data_synth.llm.extract import ReplyError
-from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
-from env_registry.validate import check_structure
+from env_registry.spec import GoldenCall, ToolSpec
+from env_registry.validate import check_tool
 
 ALLOWED_IMPORTS = frozenset(
     {
@@ -136,23 +136,11 @@ def code_problems(source: str, tool: dict[str, Any], calls: list[tuple[dict[str,
         return [f"syntax error: {e.msg} (line {e.lineno})"]
     except (ValueError, MemoryError, RecursionError) as e:
         return [f"the code does not parse: {e}"]
-    problems = _import_problems(tree)
-    probe = EnvSpec.create(
-        domain="probe",
-        question="probe",
-        final_answer="probe",
-        scenario_type=ScenarioType.SINGLE_HOP,
-        sub_questions=[SubQuestion(id="q", question="probe", answer=calls[0][1] if calls else "x", tool=tool["name"])],
-        tools=[
-            ToolSpec(
-                name=tool["name"],
-                description=tool["description"],
-                parameters=tool["parameters"],
-                source=source,
-                golden_calls=[GoldenCall(args=a, expected=ans) for a, ans in calls],
-            )
-        ],
-        provenance=Provenance(generator="probe"),
+    tool_spec = ToolSpec(
+        name=tool["name"],
+        description=tool["description"],
+        parameters=tool["parameters"],
+        source=source,
+        golden_calls=[GoldenCall(args=a, expected=ans) for a, ans in calls],
     )
-    problems += [i.message for i in check_structure(probe) if i.field.startswith("tools[0]")]
-    return problems
+    return _import_problems(tree) + [i.message for i in check_tool(tool_spec, tree=tree)]

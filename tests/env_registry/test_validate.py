@@ -245,3 +245,31 @@ def test_parse_record(chain):
     _, issues = parse_record(json.dumps(d))
     assert {i.field for i in issues} == {"sub_questions[0].answer", "tools[0].parameters"}
     assert all(i.rule is Rule.PARSE for i in issues)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda t: setattr(t, "description", " "),
+        lambda t: setattr(t, "name", "class"),
+        lambda t: setattr(t, "parameters", {"type": "array"}),
+        lambda t: setattr(t, "source", "def other(x):\n    return x\n"),
+        lambda t: setattr(t, "source", "def broken(:\n"),
+        lambda t: t.golden_calls.append(GoldenCall(args={"no_such_parameter": 1}, expected="x")),
+    ],
+)
+def test_check_tool_applies_the_same_rules_as_check_structure(fanin, edit):
+    import ast
+
+    from env_registry.validate import check_tool
+
+    env = mutate(fanin, lambda e: edit(e.tools[0]))
+    tool = env.tools[0]
+    in_env = [(i.field, i.rule, i.message) for i in check_structure(env) if i.field.startswith("tools[0]")]
+    alone = [(i.field, i.rule, i.message) for i in check_tool(tool)]
+    assert in_env and alone == in_env
+    try:
+        tree = ast.parse(tool.source)
+    except SyntaxError:
+        return
+    assert [(i.field, i.rule, i.message) for i in check_tool(tool, tree=tree)] == in_env
