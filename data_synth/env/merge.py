@@ -5,36 +5,40 @@ Input `Tooled`, output `Merged`.
    operation, data source, argument kinds, return kind). The reply must be a partition of the
    tool nodes (repair round, then `env.merge.cluster:<kind>`).
 2. Merge each cluster of several members: the first member (in trace order) is the base; the
-   LLM edits only its mock data and writes every member's call against the base tool. Each
-   try is checked: the code statically (`code.code_problems`, with the base schema), every
-   call parsed safely and validated against the base schema, and then all members' calls
-   in one sandbox session: each output must contain that member's answer, so an edit that
-   fixes one member and breaks another fails. Up to `merge_retries` tries with feedback,
-   then the instance is dropped (`merge_failed`), as ASTRA does.
-3. **fix** (ASTRA.md §2.5): tool names must be unique across the environment
-   (`duplicate_tool_names`), and every golden call is re-run on the final merged tools, all
-   tools loaded in one session the way an episode loads them (`env_registry.validate.replay_env`,
-   `golden_replay_failed`), after the full structural validation (`invalid_env:<rule>`).
+   LLM edits only its mock data and writes every member's call against the base tool. A reply
+   is first checked statically: the code (`code.code_problems`, with the base schema), every
+   call parsed safely and validated against the base schema; a reply that fails gets feedback
+   at once. Tool names must be unique across the environment (`duplicate_tool_names`, known
+   from the clusters, so checked before any merge is asked for).
+3. **fix** (ASTRA.md §2.5): the environment with the current merges passes the full structural
+   validation (`invalid_env:<rule>`), and then every golden call is re-run on it, all tools
+   loaded in one fresh session the way an episode loads them (`env_registry.validate.replay_env`).
+   That replay is also the merge check: each member's output must contain its answer, so an
+   edit that fixes one member and breaks another fails, and so does a merge that only works
+   alone. Each cluster whose calls failed is told which member broke and how, and tries again
+   (up to `merge_retries` tries in all, static failures included; then the instance is dropped,
+   `merge_failed`, as ASTRA does). A failing tool that was not merged already passed alone in
+   step 4, so no retry can fix it: `golden_replay_failed`. One session per round instead of one
+   per cluster plus the replay: the sandbox is the CPU-heavy part of this step.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from data_synth.env.calls import parse_call, schema_problems
 from data_synth.env.code import code_problems
 from data_synth.env.records import BuiltTool, Merged, Tooled
-from data_synth.env.sandbox import format_call, output_problem, run_tool_calls
 from data_synth.llm.extract import ReplyError, extract_code, extract_json
-from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
-from env_registry.validate import check_structure, replay_env
+from env_registry.validate import ValidationIssue, check_structure, replay_env
 
 PROMPT = "env/merge"
 GENERATOR = "astra_env_synth"
@@ -66,6 +70,30 @@ def parse_clusters(value: Any, ids: list[str]) -> list[list[str]]:
 def _tool_line(t: BuiltTool, record: Tooled) -> str:
     params = ", ".join(t.parameters.get("properties", {}))
     return f"- {t.node_id}: {t.name}({params}): {t.description} [step: {record.node(t.node_id).question}]"
+
+
+@dataclass
+class _Merge:
+    """One cluster's merge conversation: the LLM edits the base tool (`cluster[0]`) until every
+    member's call returns that member's answer."""
+
+    cluster: list[BuiltTool]
+    conversation: list[dict[str, str]]
+    answers: dict[str, str]  # node id -> expected answer
+    attempts: int = 0
+    reply: str = ""
+    problem: str = "no attempt"
+    source: str = ""  # the last reply that passed the static checks, and its calls
+    args: dict[str, dict] = field(default_factory=dict)
+
+    def retry(self, problem: str) -> None:
+        """Tell the model what was wrong with its last reply; the next attempt continues the conversation."""
+        self.problem = problem
+        self.conversation = [
+            *self.conversation,
+            {"role": "assistant", "content": self.reply},
+            {"role": "user", "content": load_prompt(PROMPT).render("user.merge_retry", problem=problem)},
+        ]
 
 
 class MergeTools(Step[Tooled, Merged]):
@@ -118,56 +146,38 @@ class MergeTools(Step[Tooled, Merged]):
             raise ReplyError("code_static", "; ".join(problems))
         return source, args
 
-    async def _merge(
-        self, record: Tooled, cluster: list[BuiltTool], ctx: StepContext
-    ) -> tuple[str, dict[str, dict], int]:
+    def _start(self, record: Tooled, cluster: list[BuiltTool]) -> _Merge:
         base = cluster[0]
-        p = load_prompt(PROMPT)
-        members_text = "\n".join(
+        members = "\n".join(
             f"- {t.node_id}: {record.node(t.node_id).question} -> answer: {record.node(t.node_id).answer} "
             f"(its own tool was called as {t.call})"
             for t in cluster
         )
-        conversation = p.messages(
+        schema = {"name": base.name, "description": base.description, "parameters": base.parameters}
+        conversation = load_prompt(PROMPT).messages(
             "user.merge",
-            schema=json.dumps(
-                {"name": base.name, "description": base.description, "parameters": base.parameters},
-                indent=2,
-                ensure_ascii=False,
-            ),
+            schema=json.dumps(schema, indent=2, ensure_ascii=False),
             source=base.source,
-            members=members_text,
+            members=members,
             name=base.name,
         )
-        answers = {t.node_id: record.node(t.node_id).answer for t in cluster}
-        problem = "no attempt"
-        for attempt in range(1, self.merge_retries + 1):
-            completion = await ctx.llm.complete(conversation, step=f"{self.name}.merge", sample=record.seed.sample)
+        return _Merge(cluster, conversation, {t.node_id: record.node(t.node_id).answer for t in cluster})
+
+    async def _propose(self, record: Tooled, m: _Merge, ctx: StepContext) -> None:
+        """Ask until a reply passes the static checks; the replay then judges it."""
+        while m.attempts < self.merge_retries:
+            m.attempts += 1
+            completion = await ctx.llm.complete(m.conversation, step=f"{self.name}.merge", sample=record.seed.sample)
+            m.reply = completion.text
             try:
-                source, args = self._check_merge(completion.text, base, cluster, answers)
-                results = await run_tool_calls(
-                    ctx.sandbox, {base.name: source}, [(base.name, args[t.node_id]) for t in cluster]
-                )
-                failures = [
-                    f"{t.node_id}: {found[1]}"
-                    for t, r in zip(cluster, results, strict=True)
-                    if (found := output_problem(r, format_call(base.name, args[t.node_id]), answers[t.node_id]))
-                    is not None
-                ]
-                if not failures:
-                    return source, args, attempt
-                problem = "; ".join(failures)
+                m.source, m.args = self._check_merge(completion.text, m.cluster[0], m.cluster, m.answers)
+                return
             except ReplyError as e:
-                problem = str(e)
-            conversation = [
-                *conversation,
-                {"role": "assistant", "content": completion.text},
-                {"role": "user", "content": p.render("user.merge_retry", problem=problem)},
-            ]
+                m.retry(str(e))
         raise Reject(
             "merge_failed",
-            f"cluster {[t.node_id for t in cluster]} ({base.name}): no merge serves every member after "
-            f"{self.merge_retries} tries; last problem: {problem[:500]}",
+            f"cluster {[t.node_id for t in m.cluster]} ({m.cluster[0].name}): no merge serves every member after "
+            f"{self.merge_retries} tries; last problem: {m.problem[:500]}",
         )
 
     def build_env(
@@ -205,22 +215,14 @@ class MergeTools(Step[Tooled, Merged]):
         scenario = shape_of(provisional).scenario_type or ScenarioType.SINGLE_HOP
         return EnvSpec.create(scenario_type=scenario, **fields)
 
-    async def process(self, record: Tooled, ctx: StepContext) -> Merged:
-        by_node = {t.node_id: t for t in record.tools}
-        clusters = await self._cluster(record, ctx)
-        groups = [[by_node[i] for i in c] for c in clusters]
-        multi = [g for g in groups if len(g) > 1]
-        results = await asyncio.gather(*(self._merge(record, g, ctx) for g in multi))
-        merged_by_base = {g[0].node_id: r for g, r in zip(multi, results, strict=True)}
-
+    def _assemble(self, record: Tooled, groups: list[list[BuiltTool]], merges: dict[str, _Merge]) -> EnvSpec:
+        """The environment with every cluster's current merge (a cluster of one keeps its tool)."""
         tools: list[ToolSpec] = []
         tool_of: dict[str, str] = {}
         for g in groups:
             base = g[0]
-            if base.node_id in merged_by_base:
-                source, args, _ = merged_by_base[base.node_id]
-            else:
-                source, args = base.source, {base.node_id: base.args}
+            m = merges.get(base.node_id)
+            source, args = (m.source, m.args) if m else (base.source, {base.node_id: base.args})
             golden = [GoldenCall(args=args[t.node_id], expected=record.node(t.node_id).answer) for t in g]
             tools.append(
                 ToolSpec(
@@ -232,24 +234,52 @@ class MergeTools(Step[Tooled, Merged]):
                 )
             )
             tool_of.update({t.node_id: base.name for t in g})
-        names = Counter(t.name for t in tools)
+        prompts = {**record.prompts, self.name: load_prompt(PROMPT).tag}
+        return self.build_env(record, tools, tool_of, prompts)
+
+    async def process(self, record: Tooled, ctx: StepContext) -> Merged:
+        by_node = {t.node_id: t for t in record.tools}
+        clusters = await self._cluster(record, ctx)
+        groups = [[by_node[i] for i in c] for c in clusters]
+        # a merged tool keeps its base's name, so clashes are known before any merge is asked for
+        names = Counter(g[0].name for g in groups)
         dupes = sorted(n for n, k in names.items() if k > 1)
         if dupes:
             raise Reject(
                 "duplicate_tool_names",
                 f"tools {dupes} name different operations (clusters {clusters}); names must be unique",
             )
-        prompts = {**record.prompts, self.name: load_prompt(PROMPT).tag}
-        env = self.build_env(record, tools, tool_of, prompts)
-        issues = check_structure(env)
-        if issues:
-            raise Reject(f"invalid_env:{issues[0].rule.value}", "; ".join(str(i) for i in issues[:5]))
-        issues = await replay_env(env, ctx.sandbox)
-        if issues:
-            raise Reject("golden_replay_failed", "; ".join(str(i) for i in issues[:5]))
+        merges = {g[0].node_id: self._start(record, g) for g in groups if len(g) > 1}
+        pending = list(merges.values())
+        while True:
+            await gather_or_cancel(*(self._propose(record, m, ctx) for m in pending))
+            env = self._assemble(record, groups, merges)
+            issues = check_structure(env)
+            if issues:
+                raise Reject(f"invalid_env:{issues[0].rule.value}", "; ".join(str(i) for i in issues[:5]))
+            issues = await replay_env(env, ctx.sandbox)
+            if not issues:
+                break
+            pending = self._blame(issues, groups, merges)
         return Merged(
             key=record.key,
             env=env.model_dump(mode="json"),
             clusters=clusters,
-            merge_attempts={b: m[2] for b, m in merged_by_base.items()},
+            merge_attempts={b: m.attempts for b, m in merges.items()},
         )
+
+    @staticmethod
+    def _blame(issues: list[ValidationIssue], groups: list[list[BuiltTool]], merges: dict[str, _Merge]) -> list[_Merge]:
+        """The merges whose calls failed the replay, each told which member broke and how. A
+        failing tool that was not merged passed alone in step 4, so nothing here can fix it."""
+        failed: dict[str, list[str]] = {}
+        for issue in issues:
+            i = int(issue.field.removeprefix("tools[").split("]", 1)[0])  # "tools[i].golden_calls[j]"
+            j = int(issue.field.rsplit("[", 1)[1].rstrip("]"))
+            group = groups[i]
+            if group[0].node_id not in merges:
+                raise Reject("golden_replay_failed", "; ".join(str(x) for x in issues[:5]))
+            failed.setdefault(group[0].node_id, []).append(f"{group[j].node_id}: {issue.message}")
+        for base, problems in failed.items():
+            merges[base].retry("; ".join(problems))
+        return [merges[b] for b in failed]

@@ -20,7 +20,6 @@ the node and the last problem. The other nodes' work is cancelled at the first f
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 
@@ -30,7 +29,7 @@ from data_synth.env.records import BuiltTool, Selected, Tooled, TraceNode
 from data_synth.env.sandbox import format_call, output_problem, run_tool_calls
 from data_synth.llm.extract import ExtractError, ReplyError, extract_code
 from data_synth.llm.types import LLMOutputError
-from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
 
 PROMPT = "env/tool"
@@ -193,12 +192,7 @@ class SynthesizeTools(Step[Selected, Tooled]):
         )
 
     async def process(self, record: Selected, ctx: StepContext) -> Tooled:
-        tasks = [asyncio.ensure_future(self.build(record, n, ctx)) for n in record.tool_nodes()]
-        try:
-            tools = await asyncio.gather(*tasks)
-        finally:
-            for t in tasks:
-                t.cancel()
+        tools = await gather_or_cancel(*(self.build(record, n, ctx) for n in record.tool_nodes()))
         return Tooled(
             **record.model_dump(exclude={"prompts"}),
             prompts={**record.prompts, self.name: load_prompt(PROMPT).tag},

@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 I = TypeVar("I", bound=Record)  # noqa: E741
 O = TypeVar("O", bound=Record)  # noqa: E741
 R = TypeVar("R", bound=Record)
+T = TypeVar("T")
 
 
 @dataclass
@@ -107,6 +108,17 @@ class RunStats:
             f"{self.step}: {self.processed} processed ({self.ok} ok, {self.rejected} rejected, {self.error} error), "
             f"{self.skipped_done} already done, {self.elapsed_s:.1f} s"
         )
+
+
+async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
+    """Results of all, in order. At the first failure the others are cancelled and it is raised:
+    asyncio.gather would leave them running (and spending LLM calls) for a record already lost."""
+    tasks = [asyncio.ensure_future(a) for a in aws]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for t in tasks:
+            t.cancel()
 
 
 def _short_traceback(e: BaseException, limit: int = 6) -> str:

@@ -176,6 +176,22 @@ def _merge_serving_first_only(payload, n):
     return "\n".join(lines) + "\n```\n```json\n" + rest
 
 
+def _merge_flagging_json(payload, n):
+    """A merge that works, but sets an attribute on the shared `json` module when loaded."""
+    return canned.respond("env.merge.merge", payload).replace(
+        "```python\n", "```python\nimport json\njson.astra_flag = True\n", 1
+    )
+
+
+def _subtract_upset_by_the_flag(payload, n):
+    """The difference tool: right alone, wrong once another tool set `json.astra_flag`."""
+    reply = canned.respond("env.tools.implement", payload)
+    if "def subtract_values(" not in reply:
+        return reply
+    guard = "):\n    if getattr(json, 'astra_flag', False):\n        return {'result': 'interfered'}\n    given"
+    return reply.replace("```python\n", "```python\nimport json\n", 1).replace("):\n    given", guard, 1)
+
+
 def _split_clusters(payload, n):
     ids = re.findall(r"^- (\w+): ", canned._user(payload), re.MULTILINE)
     return json.dumps({"clusters": [{"members": [i], "intent": "x"} for i in ids]})
@@ -272,6 +288,12 @@ CASES = {
         "env.merge.cluster:not_a_partition",
     ),
     "duplicate_names": ({"env.merge.cluster": _split_clusters}, "env.merge", "rejected", "duplicate_tool_names"),
+    "works_only_alone": (
+        {"env.tools.implement": _subtract_upset_by_the_flag, "env.merge.merge": _merge_flagging_json},
+        "env.merge",
+        "rejected",
+        "golden_replay_failed",
+    ),
     # transport: no reply at all is an error (retried by a rerun), not a rejection
     "unavailable": (
         {"env.necessity": always({"error": {"kind": "http", "status": 503}})},
@@ -312,3 +334,15 @@ async def test_error_record_is_retried_by_a_rerun(tmp_path, sandbox):
     out = await _run(tmp_path, sandbox)
     assert out["env.merge"].status == "ok"
     assert [s for s, _ in out["_requests"]].count("env.decompose") == 0  # decompose was done: not asked again
+
+
+async def test_a_merge_that_breaks_a_member_in_the_replay_is_told_which_and_retried(tmp_path, sandbox):
+    out = await _run(
+        tmp_path, sandbox, {"env.merge.merge": lambda p, n: _merge_serving_first_only(p, n) if n == 0 else None}
+    )
+    assert out["env.merge"].status == "ok", out["env.merge"].detail
+    merged = Merged.model_validate(out["env.merge"].out[0])
+    assert merged.merge_attempts == {"q1": 2}
+    retry = [p for s, p in out["_requests"] if s == "env.merge.merge"][1]["messages"]
+    assert retry[-2]["role"] == "assistant" and retry[-1]["content"].count("q2: ") == 1
+    assert "does not contain" in retry[-1]["content"] and "q1: " not in retry[-1]["content"]
