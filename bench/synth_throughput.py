@@ -1,12 +1,14 @@
 """Environment-synthesis throughput against a fake OpenAI endpoint with a fixed latency.
 
-    .venv/bin/python bench/synth_throughput.py [--envs-per-domain 8] [--concurrency 64] [--latency 0.2]
+    .venv/bin/python bench/synth_throughput.py [--envs-per-domain 8] [--concurrency 64] [--latency 0.2] [--jitter 0]
 
 A loopback server (`data_synth.llm.fake_server`, its own process) answers every request after
-`--latency` seconds with the canned, valid reply of `data_synth.env.canned`, so every record
-goes the whole way: decompose, necessity, four judges, select, tool synthesis with the real
-sandbox check, merge with golden-call replay. Timed: those steps (publish/export/report are
-not LLM-bound and left out). The same pipeline runs twice:
+`--latency` seconds (or a lognormal draw with that mean: `--jitter 1` is a long tail) with the
+canned, valid reply of `data_synth.env.canned`, so every record goes the whole way: decompose,
+necessity, four judges, select, tool synthesis with the real sandbox check, merge with
+golden-call replay. Timed: those steps (publish/export/report are not LLM-bound and left out).
+After an untimed warm-up run (one-off costs: lazy imports, first connections), the same
+pipeline runs twice:
 
     concurrent   --llm-concurrency C (default 64) requests in flight, 2C records in flight
     sequential   one request and one record at a time (on a few environments)
@@ -35,9 +37,9 @@ from data_synth.env.report import env_funnel
 DOMAINS = Path("/work/shared/data/astra-knowledge/en/domains.jsonl")
 
 
-def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+def start_server(latency: float, jitter: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "data_synth.llm.fake_server", "--latency", str(latency),
+        [sys.executable, "-m", "data_synth.llm.fake_server", "--latency", str(latency), "--jitter", str(jitter),
          "--responder", "data_synth.env.canned:respond_http"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -83,12 +85,18 @@ def main() -> int:
     p.add_argument("--envs-per-domain", type=int, default=8, help="samples per domain (39 domains)")
     p.add_argument("--concurrency", type=int, default=64, help="LLM requests in flight")
     p.add_argument("--latency", type=float, default=0.2, help="seconds per fake completion")
+    p.add_argument("--jitter", type=float, default=0.0,
+                   help="lognormal shape of the latency, mean --latency (0: fixed; 1: a long tail)")  # fmt: skip
     p.add_argument("--sequential-envs", type=int, default=4, help="environments in the sequential run")
     a = p.parse_args()
-    server, base_url = start_server(a.latency)
+    server, base_url = start_server(a.latency, a.jitter)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = Path(tmp)
+            # untimed: the first run in a process pays one-off costs (lazy imports, the fake
+            # server's first connections) that a long synthesis job does not pay per record
+            run_pipeline(base_url, DOMAINS, tmp / "warm-up", samples=1, limit=16, llm_concurrency=a.concurrency,
+                         records=2 * a.concurrency)  # fmt: skip
             conc = run_pipeline(base_url, DOMAINS, tmp / "concurrent", samples=a.envs_per_domain, limit=None,
                                 llm_concurrency=a.concurrency, records=2 * a.concurrency)  # fmt: skip
             seq = run_pipeline(base_url, DOMAINS, tmp / "sequential", samples=1, limit=a.sequential_envs,

@@ -14,7 +14,9 @@ As a process (for benchmarks, so the server does not share the client's event lo
     python -m data_synth.llm.fake_server --port 0 --latency 0.2 --responder pkg.module:function
 
 prints `READY <base_url>` on stdout; `function(payload)` returns a scripted response (see
-`data_synth.llm.scripted`), served after `--latency` seconds.
+`data_synth.llm.scripted`), served after `--latency` seconds; with `--jitter S` after a
+lognormal draw with that mean and shape S (real endpoints have a long tail: a barrier waits
+for it), seeded by `--seed`.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import argparse
 import asyncio
 import importlib
 import inspect
+import math
+import random
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -90,6 +94,16 @@ class FakeOpenAIServer:
             self._runner = None
 
 
+def latency_draws(mean: float, jitter: float, *, seed: int = 0) -> Callable[[], float]:
+    """Seconds per answer: `mean` when `jitter` is 0, else lognormal draws with that mean and
+    shape `jitter` (seeded)."""
+    if jitter <= 0 or mean <= 0:
+        return lambda: mean
+    rng = random.Random(seed)
+    mu = math.log(mean) - jitter**2 / 2  # E[lognormal(mu, s)] = exp(mu + s^2 / 2)
+    return lambda: rng.lognormvariate(mu, jitter)
+
+
 def _load(spec: str) -> Callable[[dict[str, Any]], Any]:
     module, _, name = spec.partition(":")
     if not name:
@@ -99,9 +113,10 @@ def _load(spec: str) -> Callable[[dict[str, Any]], Any]:
 
 async def _serve(args: argparse.Namespace) -> None:
     responder = _load(args.responder)
+    delay = latency_draws(args.latency, args.jitter, seed=args.seed)
 
     def handler(payload: dict[str, Any], n: int) -> FakeReply:
-        return FakeReply(body=response_body(responder(payload), payload), delay_s=args.latency)
+        return FakeReply(body=response_body(responder(payload), payload), delay_s=delay())
 
     server = FakeOpenAIServer(handler, port=args.port)
     base_url = await server.start()
@@ -115,7 +130,13 @@ async def _serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m data_synth.llm.fake_server", description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--latency", type=float, default=0.2, help="seconds before each answer")
+    parser.add_argument(
+        "--latency", type=float, default=0.2, help="seconds before each answer (the mean with --jitter)"
+    )
+    parser.add_argument(
+        "--jitter", type=float, default=0.0, help="lognormal shape of the latency (0: fixed; 1: long tail)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the --jitter draws")
     parser.add_argument("--responder", required=True, help="module:function mapping a request payload to a response")
     args = parser.parse_args(argv)
     try:

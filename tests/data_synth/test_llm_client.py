@@ -20,7 +20,7 @@ from data_synth.llm import (
     usage_scope,
 )
 from data_synth.llm.cache import cache_key
-from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply
+from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply, latency_draws
 from data_synth.llm.http import EndpointPool, parse_retry_after
 
 MSGS = [{"role": "user", "content": "hello"}]
@@ -337,3 +337,14 @@ async def test_a_shared_request_that_fails_fails_every_caller_once(tmp_path):
     backend.error = None  # a later call asks again: failures are not cached
     assert (await client.complete(MSGS, step="t")).text == "reply 2"
     await client.aclose()
+
+
+def test_fake_server_latency_draws_keep_the_mean_and_spread_with_jitter():
+    fixed = latency_draws(0.2, 0.0)
+    assert {fixed() for _ in range(10)} == {0.2}
+    draw = latency_draws(0.2, 1.0, seed=3)
+    xs = sorted(draw() for _ in range(40_000))
+    assert abs(sum(xs) / len(xs) - 0.2) < 0.01  # the mean stays --latency
+    assert xs[len(xs) // 2] < 0.15 and xs[int(0.99 * len(xs))] > 0.8  # median below the mean, a long tail
+    a, b = latency_draws(0.2, 1.0, seed=3), latency_draws(0.2, 1.0, seed=3)
+    assert [a() for _ in range(5)] == [b() for _ in range(5)]  # seeded: a rerun sees the same latencies
