@@ -25,6 +25,7 @@ Input `Tooled`, output `Merged`.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, Sub
 from env_registry.validate import ValidationIssue, check_structure, replay_env
 
 PROMPT = "env/merge"
+_GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")  # replay_env's issue fields
 GENERATOR = "astra_env_synth"
 
 
@@ -274,11 +276,11 @@ class MergeTools(Step[Tooled, Merged]):
         failing tool that was not merged passed alone in step 4, so nothing here can fix it."""
         failed: dict[str, list[str]] = {}
         for issue in issues:
-            i = int(issue.field.removeprefix("tools[").split("]", 1)[0])  # "tools[i].golden_calls[j]"
-            j = int(issue.field.rsplit("[", 1)[1].rstrip("]"))
-            group = groups[i]
-            if group[0].node_id not in merges:
+            where = _GOLDEN_CALL.fullmatch(issue.field)
+            group = groups[int(where[1])] if where else None
+            if group is None or group[0].node_id not in merges:
                 raise Reject("golden_replay_failed", "; ".join(str(x) for x in issues[:5]))
+            j = int(where[2])
             failed.setdefault(group[0].node_id, []).append(f"{group[j].node_id}: {issue.message}")
         for base, problems in failed.items():
             merges[base].retry("; ".join(problems))
