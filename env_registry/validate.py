@@ -41,6 +41,7 @@ import ast
 import asyncio
 import json
 import keyword
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -442,6 +443,15 @@ def replay_module(tool_name: str, env_id: str) -> str:
     """Sandbox module of a tool, named as the rollout names it, so a tool called like a standard
     module (`statistics`, `calendar`) never shadows it inside the session."""
     return f"{tool_name}__{env_id[:8]}"
+
+
+_GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")
+
+
+def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
+    """(tool index, golden-call index) of an issue `replay_env` reported for one call; None otherwise."""
+    m = _GOLDEN_CALL.fullmatch(issue.field)
+    return (int(m[1]), int(m[2])) if m else None
 
 
 async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:

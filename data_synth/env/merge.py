@@ -25,7 +25,6 @@ Input `Tooled`, output `Merged`.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -39,10 +38,9 @@ from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
-from env_registry.validate import ValidationIssue, check_structure, replay_env
+from env_registry.validate import ValidationIssue, check_structure, golden_call_of, replay_env
 
 PROMPT = "env/merge"
-_GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")  # replay_env's issue fields
 GENERATOR = "astra_env_synth"
 
 
@@ -276,11 +274,11 @@ class MergeTools(Step[Tooled, Merged]):
         failing tool that was not merged passed alone in step 4, so nothing here can fix it."""
         failed: dict[str, list[str]] = {}
         for issue in issues:
-            where = _GOLDEN_CALL.fullmatch(issue.field)
-            group = groups[int(where[1])] if where else None
+            where = golden_call_of(issue)
+            group = groups[where[0]] if where else None
             if group is None or group[0].node_id not in merges:
                 raise Reject("golden_replay_failed", "; ".join(str(x) for x in issues[:5]))
-            j = int(where[2])
+            j = where[1]
             failed.setdefault(group[0].node_id, []).append(f"{group[j].node_id}: {issue.message}")
         for base, problems in failed.items():
             merges[base].retry("; ".join(problems))

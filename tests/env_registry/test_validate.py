@@ -8,7 +8,7 @@ import pytest
 
 from env_registry.shape import classify
 from env_registry.spec import EnvSpec, GoldenCall, ScenarioType, ToolSpec
-from env_registry.validate import Rule, check_structure, parse_record
+from env_registry.validate import Rule, ValidationIssue, check_structure, golden_call_of, parse_record
 
 
 def _pick(envs, stype, min_tools=1):
@@ -273,3 +273,12 @@ def test_check_tool_applies_the_same_rules_as_check_structure(fanin, edit):
     except SyntaxError:
         return
     assert [(i.field, i.rule, i.message) for i in check_tool(tool, tree=tree)] == in_env
+
+
+def test_golden_call_of_reads_the_replay_issue_location():
+    def issue(where):
+        return ValidationIssue("e", where, Rule.REPLAY_MISMATCH, "m")
+
+    assert golden_call_of(issue("tools[3].golden_calls[12]")) == (3, 12)
+    assert golden_call_of(issue("tools[3].golden_calls[1].args['x']")) is None
+    assert golden_call_of(issue("tools")) is None
