@@ -58,7 +58,12 @@ def ground_truth_log(env_id: str, turns) -> EpisodeLog:
             CallRecord(turn=step, index=i, tool=n, arguments=a, status=CallStatus.OK) for i, (n, a) in enumerate(calls)
         ]
         step += 2 if calls else 1
-    log.hook_state = {"turn_starts": starts, "turns_delivered": len(turns), "steps_per_turn": [1] * len(turns)}
+    log.hook_state = {
+        "turn_starts": starts,
+        "turns_delivered": len(turns),
+        "steps_per_turn": [1] * len(turns),
+        "call_style": "prompt",
+    }
     return log
 
 

@@ -19,8 +19,13 @@ the scorer hands BFCL's checker every call BFCL would have decoded):
   tool) gets an error message and changes no state; BFCL's executor would run it (and expose a
   hidden miss_func function to a model that guesses its name). The checker re-executes it as
   BFCL does.
-- A step whose every call is malformed JSON ends BFCL's turn; here the model reads the parse
-  errors and may go on within the turn (the step does not count towards the 20-step limit).
+- Malformed calls: a step is decoded as BFCL's handler for the runner's call style decodes it
+  (`bfcl_score.CallStyle`: `astra_tool_agent`'s `<tool_call>` text like BFCL's Qwen FC
+  handler, which skips a block that is not JSON; the chat rollout's OpenAI tool calls like
+  BFCL's OpenAI handler, where one argument string that is not a JSON object, `""` included,
+  fails the whole step). A step BFCL fails or decodes to no call is not scored and ends the
+  user turn, as in BFCL; but here the step's well-formed calls have run and the model has read
+  their results and the parse errors (BFCL shows it nothing), so later observations can differ.
 - Context: an episode that outgrows the response budget (`max_response_length`, long_context
   observations are up to 32k characters each) ends and fails as `astra:episode_truncated`.
 - Hold-out turns: `astra_tool_agent` cannot change the tool list in its system prompt, so the

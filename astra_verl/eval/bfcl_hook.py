@@ -12,10 +12,17 @@ this hook reproduces it inside `astra_tool_agent` (or the chat runner of `astra_
   the system prompt and cannot change) the new functions are listed before "I have updated some
   more functions you can choose from. What about now?"; with `list_added_tools: false` (OpenAI
   function calling, where the request's tool list grows) only that sentence is sent.
-- Step limit. BFCL counts the steps of a turn that produced decodable calls and, after the step
-  that makes the count exceed `MAXIMUM_STEP_LIMIT` (20), force-quits the whole entry. The hook
-  counts the same way (a step counts at its first call that is not malformed JSON: BFCL's
-  decoder drops those) and ends the episode after that step (`terminate`); the scorer then
+- Undecodable steps. BFCL decodes each step's calls with its handler; a step it cannot decode,
+  or that decodes to no call, ends the user turn there (BFCL's "Proceed to next turn") and is
+  not scored. The hook applies the same decoder (`bfcl_score.step_calls`, for the handler named
+  by `call_style`) after each step (`on_tool_round_end`) and moves to the next user turn, or
+  ends the episode after the last one. Unlike BFCL, our runner has already run the step's
+  well-formed calls and shown the model their results and the parse errors: later observations
+  of that episode can differ from BFCL's; the verdict's input does not (the checker re-executes
+  decoded calls only).
+- Step limit. BFCL counts the steps of a turn that decoded into calls and, after the step that
+  makes the count exceed `MAXIMUM_STEP_LIMIT` (20), force-quits the whole entry. The hook
+  counts the same steps and ends the episode after that step (`terminate`); the scorer then
   applies BFCL's force-termination rule.
 
 interaction_kwargs (written by `env_registry.families.bfcl.interaction_kwargs`):
@@ -25,11 +32,13 @@ interaction_kwargs (written by `env_registry.families.bfcl.interaction_kwargs`):
     turns: JSON list, one item per user turn after the first: {"content": str | null,
            "add_tools": [tool names]}; content is null exactly on a hold-out turn
     list_added_tools: true (default) | false
+    call_style: prompt (default: calls parsed from the text, astra_tool_agent; BFCL's Qwen FC
+           handler) | fc (OpenAI function calling, the eval chat rollout; BFCL's OpenAI handler)
     max_steps_per_turn: default BFCL's MAXIMUM_STEP_LIMIT
 
 Final state (`on_end`, stored in `EpisodeLog.hook_state`, read by the scorer): turns_total,
 turns_delivered, turn_starts (the assistant-turn number at which each delivered user turn
-began, 1-based), steps_per_turn, force_quit.
+began, 1-based), steps_per_turn, force_quit, call_style.
 """
 
 from __future__ import annotations
@@ -38,7 +47,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from astra_verl.rollout.call_log import CallRecord, CallStatus
+from astra_verl.eval.bfcl_score import CallStyle, step_calls
+from astra_verl.rollout.call_log import CallRecord
 from astra_verl.rollout.hooks import EnvironmentHook, EpisodeView, HookAction, HookError, register_hook
 from env_registry.rows import ToolRef
 
@@ -95,12 +105,18 @@ class BfclMultiTurnHook(EnvironmentHook):
         self.bfcl_id = kwargs.get("bfcl_id")
         self.turns = parse_turns(kwargs.get("turns"))
         self.list_added_tools = bool(kwargs.get("list_added_tools", True))
+        style = kwargs.get("call_style", CallStyle.PROMPT.value)
+        try:
+            self.call_style = CallStyle(style)
+        except ValueError:
+            raise HookError(
+                f"{HOOK_NAME}: interaction_kwargs.call_style is {style!r}; use one of {[s.value for s in CallStyle]}"
+            ) from None
         limit = kwargs.get("max_steps_per_turn")
         self.max_steps = int(limit) if limit is not None else int(bfcl_prompts().MAXIMUM_STEP_LIMIT)
         self.current = 0  # index of the user turn in progress (0: the prompt's)
         self.turn_starts = [1]
         self.steps = [0]
-        self._last_step: int | None = None
         self.force_quit = False
 
     def _refs(self, turn: BfclTurn) -> tuple[ToolRef, ...]:
@@ -109,17 +125,22 @@ class BfclMultiTurnHook(EnvironmentHook):
     def tool_pool(self) -> list[ToolRef]:
         return [ref for turn in self.turns for ref in self._refs(turn)]
 
-    async def on_tool_result(self, view: EpisodeView, record: CallRecord) -> HookAction | None:
-        if record.status is CallStatus.BAD_JSON or record.turn == self._last_step:
+    async def on_tool_round_end(self, view: EpisodeView, records: list[CallRecord]) -> HookAction | None:
+        if self.force_quit:
             return None
-        self._last_step = record.turn
+        if step_calls(records, self.call_style) is None:  # BFCL's handler drops the step: the turn ends
+            return self._next_turn(view) or HookAction(terminate=True)
         self.steps[-1] += 1
-        if self.steps[-1] > self.max_steps and not self.force_quit:
+        if self.steps[-1] > self.max_steps:
             self.force_quit = True
             return HookAction(terminate=True)
         return None
 
     async def on_assistant_end(self, view: EpisodeView, content: str) -> HookAction | None:
+        return self._next_turn(view)
+
+    def _next_turn(self, view: EpisodeView) -> HookAction | None:
+        """The next user turn (None after the last one, or once force-quit)."""
         if self.force_quit or self.current >= len(self.turns):
             return None
         turn = self.turns[self.current]
@@ -144,4 +165,5 @@ class BfclMultiTurnHook(EnvironmentHook):
             "turn_starts": list(self.turn_starts),
             "steps_per_turn": list(self.steps),
             "force_quit": self.force_quit,
+            "call_style": self.call_style.value,
         }

@@ -234,7 +234,7 @@ async def _chat_replay(data: Any, plans: list[list[list[Call]]], sandbox: Any, f
     labels = [replay_step(e.id) for e in data.entries]
     client = LLMClient(ScriptedBackend(responder=responder(dict(zip(labels, plans, strict=True)))), model="replay")
     async with SandboxPool(sandbox) as pool:
-        rollout = ChatRollout(client, pool)
+        rollout = ChatRollout(client, pool, hook_overrides={"call_style": "fc"})  # OpenAI-style tool calls
 
         async def run_episode(i: int):
             result = await rollout.run(data.rows[i], step=labels[i])

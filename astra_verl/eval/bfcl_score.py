@@ -9,12 +9,14 @@ its executor's module globals, keyed by model name and entry id; in a fresh sess
 starts empty and dies with the session, so no two scorings share state.
 
 Input, as BFCL's evaluation runner builds it (`_evaluate_single_multi_turn_entry`):
-- per user turn, per step (assistant turn) that has calls, the decoded calls as strings
-  `name(arg=repr(value),...)` (BFCL's `convert_to_function_call` format). An episode's calls
-  come from its `EpisodeLog`; the hook's final state says which assistant turns belong to which
-  user turn. Every call the model wrote as parsable JSON is included, also those our loop refused
-  to run (unknown tool, schema violation): BFCL executes them all. Unparsable calls and calls
-  past `max_parallel_calls` (never executed) are not.
+- per user turn, per step (assistant turn) that BFCL's handler decodes into at least one call,
+  the decoded calls as strings `name(arg=repr(value),...)` (BFCL's `convert_to_function_call`
+  format); a step BFCL cannot decode, or decodes to no call, is left out (and it ended BFCL's
+  user turn at inference: the hook ends ours there too). An episode's calls come from its
+  `EpisodeLog`; the hook's final state says which assistant turns belong to which user turn and
+  which of BFCL's handlers the calls are decoded like (`CallStyle`, see `step_calls`). Every
+  decoded call is included, also those our loop refused to run (unknown tool, schema
+  violation): BFCL executes them all. Calls past `max_parallel_calls` (never executed) are not.
 - the rows must come from the installed bfcl-eval version (`BfclTarget.bfcl_version`): its
   classes and checker judge the episode.
 - BFCL's force-termination rule first: an episode that did not reach the last user turn fails
@@ -31,10 +33,12 @@ from __future__ import annotations
 
 import bisect
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from enum import Enum
 from typing import Any
 
-from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from env_registry.families.bfcl import BfclTarget, bfcl_version
 
@@ -42,7 +46,17 @@ CHECKER_MODULE = "bfcl_checker"
 MODEL_NAME = "astra"  # the model name BFCL's executor keys its instance cache by (inside the session)
 DETAIL_CHARS = 4000
 REQUIRED_PACKAGES = ("bfcl_eval", "mpmath")
-DECODED_STATUSES = frozenset({CallStatus.OK, CallStatus.TOOL_ERROR, CallStatus.SCHEMA_ERROR, CallStatus.UNKNOWN_TOOL})
+# Our hermes parser's kinds for a block that is JSON but not {"name": str, "arguments": object}:
+# BFCL's Qwen handler indexes such a block and raises, which drops the whole step.
+STRUCTURAL_KINDS = frozenset({"not_an_object", "missing_name", "arguments_not_object"})
+
+
+class CallStyle(str, Enum):
+    """Which of BFCL's handlers an episode's calls are decoded like (the hook's `call_style`)."""
+
+    PROMPT = "prompt"  # calls as <tool_call> blocks in the text (QwenFCHandler): astra_tool_agent
+    FC = "fc"  # OpenAI function calling, one JSON argument string per call: the eval chat rollout
+
 
 CHECKER_SOURCE = f'''"""BFCL's multi-turn checker and executor, run on model-written calls inside the sandbox."""
 
@@ -95,27 +109,92 @@ def call_string(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}({','.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
 
+class _StepDropped(Exception):
+    """BFCL's decoder raises on this step."""
+
+
+def step_calls(records: Sequence[CallRecord], style: CallStyle) -> list[str] | None:
+    """The call strings BFCL's handler decodes from one step's calls, or None when it drops the
+    step: its decoder raises, or finds no call (at inference that ends BFCL's user turn).
+
+    - FC (BFCL's OpenAI-style handlers): `json.loads` of every argument string; one that fails
+      or is not an object (`arguments: ""` included) raises, so one malformed call drops the step.
+    - PROMPT (BFCL's Qwen FC handler): a block that is not JSON (or never closed) is skipped on
+      its own; a JSON block that is not `{"name": ..., "arguments": ...}` with object (or
+      JSON-object string) arguments raises, dropping the step.
+    """
+    calls: list[str] = []
+    for record in records:
+        if record.status is CallStatus.SKIPPED:
+            continue
+        if record.status is not CallStatus.BAD_JSON:
+            calls.append(call_string(record.tool or "", record.arguments))
+        elif style is CallStyle.FC:
+            return None
+        else:
+            try:
+                call = _prompt_block(record)
+            except _StepDropped:
+                return None
+            if call is not None:
+                calls.append(call)
+    return calls or None
+
+
+def _prompt_block(record: CallRecord) -> str | None:
+    """BFCL's Qwen FC handler on a block our parser refused (its raw text is the record's
+    arguments): None when it skips the block alone; raises `_StepDropped` when it raises."""
+    if record.error_kind not in STRUCTURAL_KINDS:
+        return None  # not JSON, or no closing tag: BFCL's extraction never yields it
+    try:
+        item = json.loads(record.arguments)
+    except (TypeError, ValueError):
+        raise _StepDropped from None  # valid JSON to our parser: its logged text was cut short
+    try:
+        name, arguments = item["name"], item["arguments"]
+        if isinstance(arguments, str):
+            arguments = json.loads(arguments)
+        return call_string(f"{name}", arguments)  # as BFCL formats any name; .items() raises on a non-object
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise _StepDropped from None
+
+
+def call_style(log: EpisodeLog) -> CallStyle:
+    raw = log.hook_state.get("call_style")
+    try:
+        return CallStyle(raw)
+    except ValueError:
+        raise BfclScoringError(
+            f"episode of env {log.env_id}: its hook state has call_style {raw!r}, not one of "
+            f"{[s.value for s in CallStyle]}; episodes recorded before the hook stored it must be run again"
+        ) from None
+
+
+def episode_steps(log: EpisodeLog) -> list[tuple[int, list[CallRecord]]]:
+    """(assistant turn, its call records) for each turn that has calls, in order."""
+    steps: list[tuple[int, list[CallRecord]]] = []
+    for record in log.calls:
+        if not steps or steps[-1][0] != record.turn:
+            steps.append((record.turn, []))
+        steps[-1][1].append(record)
+    return steps
+
+
 def decode_episode(log: EpisodeLog) -> list[list[list[str]]]:
-    """Per delivered user turn, per step with calls, the decoded call strings (see module docstring)."""
-    state = log.hook_state
-    starts = state.get("turn_starts")
+    """Per delivered user turn, per step BFCL decodes, its call strings (see module docstring)."""
+    starts = log.hook_state.get("turn_starts")
     if not isinstance(starts, list) or not starts:
         raise BfclScoringError(
             f"episode of env {log.env_id} has no turn_starts in its hook state (hook {log.hook!r}); "
             "BFCL rows must run with the bfcl_multi_turn hook"
         )
+    style = call_style(log)
     turns: list[list[list[str]]] = [[] for _ in starts]
-    last_step: list[int | None] = [None] * len(starts)
-    for record in log.calls:
-        if record.status not in DECODED_STATUSES or not record.tool or not isinstance(record.arguments, dict):
-            continue
-        t = bisect.bisect_right(starts, record.turn) - 1
-        if t < 0:
-            continue
-        if last_step[t] != record.turn:
-            turns[t].append([])
-            last_step[t] = record.turn
-        turns[t][-1].append(call_string(record.tool, record.arguments))
+    for turn, records in episode_steps(log):
+        t = bisect.bisect_right(starts, turn) - 1
+        calls = step_calls(records, style)
+        if t >= 0 and calls is not None:
+            turns[t].append(calls)
     return turns
 
 
@@ -163,12 +242,13 @@ def precheck(target: BfclTarget, log: EpisodeLog) -> BfclVerdict:
     state = log.hook_state
     delivered = int(state.get("turns_delivered", 0))
     total = len(target.ground_truth)
+    style = call_style(log)
     verdict = BfclVerdict(
         valid=True,
         turns_total=total,
         turns_delivered=delivered,
         steps=int(sum(state.get("steps_per_turn") or [])),
-        calls=sum(1 for c in log.calls if c.status in DECODED_STATUSES),
+        calls=sum(len(step_calls(records, style) or []) for _, records in episode_steps(log)),
         force_quit=bool(state.get("force_quit")),
     )
     if delivered != total:

@@ -10,7 +10,7 @@ A step: the conversation goes to the endpoint with the currently shown tools (`d
 client: retries, bounded concurrency, optional cache); the reply's tool calls run in order,
 each answered by a `tool` message; a reply without calls ends the user turn and the hook may
 deliver the next one. A call that cannot run (unknown tool, arguments that are not a JSON
-object or violate the schema) is answered with an error message and logged with its status,
+object, empty ones included, or violate the schema) is answered with an error message and logged with its status,
 as in `astra_tool_agent`. Observations are not truncated (BFCL does not truncate either).
 An endpoint failure (`LLMUnavailable`) propagates: the caller records the entry as an error.
 """
@@ -137,18 +137,25 @@ class ChatRollout:
             await self._apply(ep, action)
             return
         terminate = False
+        records: list[CallRecord] = []
         for index, call in enumerate(completion.tool_calls):
             record, text = await self._run_call(ep, session, index, call)
+            records.append(record)
             ep.log.calls.append(record)
             ep.messages.append({"role": "tool", "tool_call_id": call.id, "content": text})
-            action = await ep.hook.on_tool_result(ep, record)
-            if action is not None:
-                terminate |= action.terminate
-                await self._apply(ep, HookAction(user_message=action.user_message, add_tools=action.add_tools))
+            terminate |= await self._apply_midturn(ep, await ep.hook.on_tool_result(ep, record))
+        terminate |= await self._apply_midturn(ep, await ep.hook.on_tool_round_end(ep, records))
         if terminate:
             ep.log.terminated_by = Termination.HOOK
         elif ep.log.assistant_turns >= self.max_assistant_turns:
             ep.log.terminated_by = Termination.MAX_TURNS
+
+    async def _apply_midturn(self, ep: ChatEpisode, action: HookAction | None) -> bool:
+        """Apply a hook's action taken during the tool calls; the episode ends after the turn's calls."""
+        if action is None:
+            return False
+        await self._apply(ep, HookAction(user_message=action.user_message, add_tools=action.add_tools))
+        return action.terminate
 
     async def _apply(self, ep: ChatEpisode, action: HookAction | None) -> None:
         if action is None:
@@ -166,12 +173,16 @@ class ChatRollout:
             ep.log.terminated_by = Termination.HOOK
 
     async def _run_call(self, ep: ChatEpisode, session: Any, index: int, call: ToolCall) -> tuple[CallRecord, str]:
+        args, error = call.args, call.error or ""
+        if not call.arguments.strip():
+            # The client reads "" as {}; it is not JSON, and BFCL's function-calling handlers reject it
+            args, error = None, "arguments are empty; send a JSON object ({} for a function without parameters)"
         parsed = ParsedCall(
             name=call.name,
-            arguments=call.args,
+            arguments=args,
             raw=call.arguments,
-            error_kind=None if call.args is not None else "bad_json",
-            error=call.error or "",
+            error_kind=None if args is not None else "bad_json",
+            error=error,
         )
 
         async def opened() -> Any:

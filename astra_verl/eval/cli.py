@@ -193,7 +193,8 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
                     client,
                     pool,
                     step="bfcl.agent",
-                    hook_overrides={"list_added_tools": args.holdout_message == "prompting"},
+                    # OpenAI function calling: BFCL's FC handler decodes its calls (bfcl_score.CallStyle)
+                    hook_overrides={"list_added_tools": args.holdout_message == "prompting", "call_style": "fc"},
                 )
 
                 async def episode(i: int):

@@ -20,6 +20,8 @@ States (an explicit machine, as in verl's loop):
   violation or a failed sandbox call becomes a tool message the model reads and a log entry;
   calls beyond `max_parallel_calls` are answered "not executed" (`skipped`, not charged).
   Calls of one turn run sequentially, in the order written (tool state is deterministic).
+  Hooks `on_tool_result` (each call) and `on_tool_round_end` (the turn's calls) may end the
+  episode or add a user turn after the tool messages.
 - INTERACTING: hook `on_assistant_end`; it may deliver another user turn (mask 0).
 Injected tokens (tool messages, user turns) have mask 0; `response_mask` is 1 exactly on the
 tokens the model generated (verl's continuous-token bookkeeping keeps that exact).
@@ -345,6 +347,9 @@ class AstraToolAgentLoop(AgentLoopBase):
                 action = await ep.hook.on_tool_result(ep, record)
                 if action is not None:
                     terminate |= self._apply_midturn(ep, action, pending_user)
+        action = await ep.hook.on_tool_round_end(ep, records)
+        if action is not None:
+            terminate |= self._apply_midturn(ep, action, pending_user)
         for content in pending_user:
             ep.messages.append({"role": "user", "content": content})
             ep.log.user_turns += 1

@@ -4,6 +4,8 @@
 
     on_start(view)                   before the first generation (may add a user message / tools)
     on_tool_result(view, record)     after each executed (or rejected) tool call
+    on_tool_round_end(view, records) after all calls of one assistant turn (its records, in order),
+                                     before the next generation
     on_assistant_end(view, content)  the assistant ended a turn without tool calls; returning a
                                      `HookAction` with a `user_message` continues the episode
                                      (multi-user-turn tasks), `None` ends it
@@ -82,6 +84,9 @@ class EnvironmentHook:
         return None
 
     async def on_tool_result(self, view: EpisodeView, record: CallRecord) -> HookAction | None:
+        return None
+
+    async def on_tool_round_end(self, view: EpisodeView, records: list[CallRecord]) -> HookAction | None:
         return None
 
     async def on_assistant_end(self, view: EpisodeView, content: str) -> HookAction | None:

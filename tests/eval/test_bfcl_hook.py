@@ -35,10 +35,6 @@ def hook(**extra) -> BfclMultiTurnHook:
     return create_hook({**kwargs, **extra}, default="astra_default", interaction_config_path=None)
 
 
-def record(turn: int, status: CallStatus = CallStatus.OK) -> CallRecord:
-    return CallRecord(turn=turn, index=0, tool="ls", arguments={}, status=status)
-
-
 def run(coro):
     return asyncio.run(coro)
 
@@ -71,14 +67,24 @@ def test_fc_mode_sends_only_bfcls_sentence():
     assert action.user_message == "I have updated some more functions you can choose from. What about now?"
 
 
+def step(h, log, turn: int, *statuses: CallStatus):
+    """One assistant turn with calls of these statuses (default: one good call), as the loop reports it."""
+    log.assistant_turns = turn
+    records = [
+        CallRecord(turn=turn, index=i, tool="ls", arguments={} if s is not CallStatus.BAD_JSON else "{", status=s)
+        for i, s in enumerate(statuses or (CallStatus.OK,))
+    ]
+    for r in records:
+        assert run(h.on_tool_result(view(log), r)) is None
+    return run(h.on_tool_round_end(view(log), records))
+
+
 def test_step_limit_ends_the_episode_after_bfcls_21st_step():
     h, log = hook(), EpisodeLog(env_id="e1")
-    for step in range(1, 21):
-        assert run(h.on_tool_result(view(log), record(step))) is None
-        assert run(h.on_tool_result(view(log), record(step))) is None  # a second call of the same step
-    assert run(h.on_tool_result(view(log), record(21, CallStatus.BAD_JSON))) is None  # undecodable: no step
-    action = run(h.on_tool_result(view(log), record(21)))
-    assert action is not None and action.terminate
+    for turn in range(1, 21):
+        assert step(h, log, turn, CallStatus.OK, CallStatus.OK) is None
+    action = step(h, log, 21, CallStatus.OK, CallStatus.BAD_JSON)  # prompt style: the bad block alone is dropped
+    assert action is not None and action.terminate and h.force_quit
     assert run(h.on_assistant_end(view(log), "")) is None
     state = run(h.on_end(view(log)))
     assert state["force_quit"] and state["steps_per_turn"] == [21] and state["turns_delivered"] == 1
@@ -86,14 +92,43 @@ def test_step_limit_ends_the_episode_after_bfcls_21st_step():
 
 def test_steps_are_counted_per_turn():
     h, log = hook(max_steps_per_turn=2), EpisodeLog(env_id="e1")
-    for step in (1, 2):
-        assert run(h.on_tool_result(view(log), record(step))) is None
+    for turn in (1, 2):
+        assert step(h, log, turn) is None
     log.assistant_turns = 3
     run(h.on_assistant_end(view(log), ""))
-    for step in (4, 5):
-        assert run(h.on_tool_result(view(log), record(step))) is None
-    assert run(h.on_tool_result(view(log), record(6))).terminate
+    for turn in (4, 5):
+        assert step(h, log, turn) is None
+    assert step(h, log, 6).terminate
     assert run(h.on_end(view(log)))["steps_per_turn"] == [2, 3]
+
+
+@pytest.mark.parametrize("style", ["prompt", "fc"])
+def test_a_step_bfcl_cannot_decode_ends_the_user_turn_uncounted(style):
+    """BFCL: a step whose decoding raises or yields no call ends the turn ("Proceed to next turn")."""
+    h, log = hook(call_style=style), EpisodeLog(env_id="e1")
+    assert step(h, log, 1) is None
+    # every block malformed (prompt: nothing decoded) / one malformed argument string (fc: decoding raises)
+    bad = (CallStatus.BAD_JSON,) if style == "prompt" else (CallStatus.OK, CallStatus.BAD_JSON)
+    action = step(h, log, 2, *bad)
+    assert action.user_message == "second" and not action.terminate
+    for turn in (3, 4):  # the hold-out turn, then "fourth"
+        assert step(h, log, turn, *bad).user_message
+    last = step(h, log, 5, *bad)  # after the last user turn, BFCL's loop ends
+    assert last.terminate and last.user_message is None
+    state = run(h.on_end(view(log)))
+    assert state["turn_starts"] == [1, 3, 4, 5] and state["steps_per_turn"] == [1, 0, 0, 0]
+    assert state["call_style"] == style and state["turns_delivered"] == 4
+
+
+def test_prompt_style_keeps_a_step_with_one_good_block():
+    h, log = hook(), EpisodeLog(env_id="e1")
+    assert step(h, log, 1, CallStatus.BAD_JSON, CallStatus.OK) is None
+    assert h.steps == [1] and h.current == 0
+
+
+def test_an_unknown_call_style_is_an_error():
+    with pytest.raises(HookError, match="call_style is 'xml'"):
+        hook(call_style="xml")
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ def episode(target, calls, starts, *, delivered=None, force_quit=False, terminat
         "turns_total": len(target.ground_truth),
         "steps_per_turn": [1] * len(starts),
         "force_quit": force_quit,
+        "call_style": "prompt",
     }
     return log
 
@@ -49,11 +50,11 @@ def test_decoding_groups_calls_by_user_turn_and_step_and_keeps_what_bfcl_would_e
         rec(1, "ls", {}, index=1),
         rec(2, "cat", {"file_name": "x"}, CallStatus.TOOL_ERROR),
         rec(2, "nope", {"q": 1}, CallStatus.UNKNOWN_TOOL, index=1),  # BFCL evals it too (a NameError)
-        rec(2, "cat", "{not json", CallStatus.BAD_JSON, index=2),  # BFCL's decoder drops it
+        rec(2, "cat", "{not json", CallStatus.BAD_JSON, index=2),  # BFCL's Qwen handler skips the block
         rec(4, "mv", {"source": "a", "destination": "b"}, CallStatus.SCHEMA_ERROR),
         rec(4, "ls", {}, CallStatus.SKIPPED, index=1),  # never executed
     ]
-    log.hook_state = {"turn_starts": [1, 4, 6]}
+    log.hook_state = {"turn_starts": [1, 4, 6], "call_style": "prompt"}
     assert decode_episode(log) == [
         [["cd(folder='a')", "ls()"], ["cat(file_name='x')", "nope(q=1)"]],
         [["mv(source='a',destination='b')"]],

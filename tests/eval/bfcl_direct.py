@@ -1,0 +1,143 @@
+"""BFCL run directly on scripted model responses: the reference our BFCL adapter is checked against.
+
+Run as a script (`python bfcl_direct.py CASES.json`), in its own process, because:
+- BFCL's handler modules import SDKs and parsers that `bfcl_eval` (installed without its
+  dependencies) does not bring: tree_sitter (Java/JS parsers), openai, overrides, tenacity.
+  None of them is used by the two decoders needed here, so each one that is not installed is
+  replaced by an inert stand-in module in this process only;
+- BFCL's checker executes the calls in this process (`eval`); the calls are the tests' own
+  scripts (ground truth and fixed perturbations), never model output.
+
+For each case: the step responses in the handler's own format (PROMPT: the assistant text
+with `<tool_call>` blocks, decoded by BFCL's `QwenFCHandler`; FC: `[{name: arguments string}]`,
+or the content string when the reply has no calls, decoded by BFCL's OpenAI handler). The
+responses are consumed in order by BFCL's inference rule for a turn (base_handler
+`inference_multi_turn_*`: a step whose decoding raises or is empty ends the turn), and the
+per-turn results go through BFCL's own `_evaluate_single_multi_turn_entry` (its source, taken
+from eval_runner.py, which cannot be imported without every provider SDK), i.e. BFCL's
+decoding of each step and `multi_turn_checker`. Prints one JSON verdict per case.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import sys
+import types
+from pathlib import Path
+
+OPTIONAL = ("tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "openai", "overrides", "tenacity")
+
+
+class _Inert:
+    """Stands in for anything of a missing optional module: callable, subscriptable by attribute,
+    usable as a decorator (returns the function) and in `a | b` (tenacity's retry conditions)."""
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            return args[0]
+        return _Inert()
+
+    def __getattr__(self, name):
+        return _Inert()
+
+    def __mro_entries__(self, bases):
+        return (object,)
+
+    def __or__(self, other):
+        return self
+
+    __ror__ = __or__
+
+
+class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def __init__(self, roots: set[str]):
+        self.roots = roots
+
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in self.roots:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = types.ModuleType(spec.name)
+        module.__path__ = []
+        module.__getattr__ = lambda attr: _Inert()
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+def _install_stand_ins() -> None:
+    missing = {name for name in OPTIONAL if importlib.util.find_spec(name) is None}
+    if missing:
+        sys.meta_path.append(_InertFinder(missing))
+
+
+def _evaluator():
+    """BFCL's `_evaluate_single_multi_turn_entry`, compiled from its own source."""
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    spec = importlib.util.find_spec("bfcl_eval.eval_checker.eval_runner")
+    tree = ast.parse(Path(spec.origin).read_text())
+    (node,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "_evaluate_single_multi_turn_entry"]
+    node.args.args[0].annotation = None  # BaseHandler
+    namespace = {
+        "multi_turn_checker": multi_turn_checker,
+        "is_empty_execute_response": multi_turn_utils.is_empty_execute_response,
+    }
+    exec(compile(ast.Module(body=[node], type_ignores=[]), spec.origin, "exec"), namespace)
+    return namespace["_evaluate_single_multi_turn_entry"], multi_turn_utils.is_empty_execute_response
+
+
+def _handlers() -> dict:
+    from bfcl_eval.model_handler.api_inference.openai_completion import OpenAICompletionsHandler
+    from bfcl_eval.model_handler.local_inference.qwen_fc import QwenFCHandler
+
+    qwen = QwenFCHandler.__new__(QwenFCHandler)  # decode_execute reads no instance state
+    openai = OpenAICompletionsHandler.__new__(OpenAICompletionsHandler)
+    openai.is_fc_model = True
+    return {"prompt": qwen, "fc": openai}
+
+
+def _turns(handler, responses: list, n_turns: int, is_empty) -> list[list]:
+    """Per user turn, the step responses BFCL's inference loop records from `responses`."""
+    turns, it = [], iter(responses)
+    for _ in range(n_turns):
+        turn = []
+        for response in it:
+            turn.append(response)
+            try:
+                if is_empty(handler.decode_execute(response, has_tool_call_tag=False)):
+                    break
+            except Exception:  # noqa: BLE001 - BFCL: "Failed to decode the model response. Proceed to next turn."
+                break
+        turns.append(turn)
+    return turns
+
+
+def main(path: str) -> None:
+    _install_stand_ins()
+    evaluate, is_empty = _evaluator()
+    handlers = _handlers()
+    for i, case in enumerate(json.loads(Path(path).read_text())):
+        handler = handlers[case["style"]]
+        entry, ground_truth = case["entry"], case["ground_truth"]
+        turns = _turns(handler, case["responses"], len(ground_truth), is_empty)
+        result = evaluate(
+            handler, entry["id"], turns, ground_truth, dict(entry), f"direct_{i}", f"multi_turn_{case['category']}"
+        )
+        error = result.get("error") or {}
+        print(json.dumps({"case": case["name"], "valid": result["valid"], "error_type": error.get("error_type")}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
