@@ -46,13 +46,12 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from functools import lru_cache
 from typing import Any
 
-import jsonschema
 import networkx as nx
 from pydantic import ValidationError
 
+from env_registry.arguments import argument_validator, schema_error
 from env_registry.matching import answer_in_text
 from env_registry.shape import classify, shape_of
 from env_registry.spec import AnswerRule, EnvSpec, ToolSpec
@@ -245,7 +244,7 @@ def _check_tool(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = Non
     schema_ok = _check_schema(t, i, out)
     _check_source(t, i, out, tree)
     if schema_ok:
-        validator = _validator(t.parameters)
+        validator = argument_validator(t.parameters)
         for j, g in enumerate(t.golden_calls):
             for err in sorted(validator.iter_errors(g.args), key=lambda e: list(e.absolute_path)):
                 where = "".join(f"[{p!r}]" for p in err.absolute_path)
@@ -256,16 +255,12 @@ def _check_tool(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = Non
                 )
 
 
-def _validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
 def _check_schema(t: ToolSpec, i: int, out: _Issues) -> bool:
     path = f"tools[{i}].parameters"
-    error = _schema_error(json.dumps(t.parameters, sort_keys=True))
+    error = schema_error(t.parameters)
     if error is not None:
-        out.add(path + error[0], Rule.TOOL_SCHEMA_VALID, error[1])
+        where = "".join(f"[{p!r}]" for p in error.absolute_path)
+        out.add(path + where, Rule.TOOL_SCHEMA_VALID, f"not a valid JSON Schema: {error.message}")
         return False
     if t.parameters.get("type") != "object":
         out.add(
@@ -275,20 +270,6 @@ def _check_schema(t: ToolSpec, i: int, out: _Issues) -> bool:
         )
         return False
     return True
-
-
-@lru_cache(maxsize=65536)
-def _schema_error(schema_json: str) -> tuple[str, str] | None:
-    """(path suffix, message) of a meta-schema violation; cached because schemas repeat across
-    environments (merged and pure tools) and the meta-schema walk dominates structural checks."""
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as err:
-        where = "".join(f"[{p!r}]" for p in err.absolute_path)
-        return where, f"not a valid JSON Schema ({cls.__name__}): {err.message}"
-    return None
 
 
 def _check_source(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = None) -> None:

@@ -30,6 +30,7 @@ import jsonschema
 from jsonschema.exceptions import best_match
 
 from astra_verl.sandbox.protocol import Module, Program
+from env_registry.arguments import argument_validator
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
@@ -183,15 +184,13 @@ class ToolCatalog:
     def _validator(self, env_id: str, tool_name: str, parameters: dict[str, Any]) -> Any:
         key = (env_id, tool_name)
         if key not in self._validators:
-            cls = jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator)
             try:
-                cls.check_schema(parameters)
+                self._validators[key] = argument_validator(parameters)
             except jsonschema.SchemaError as exc:
                 raise ToolsetError(
                     f"environment {env_id}: tool {tool_name!r} has an invalid JSON Schema ({exc.message}); "
                     "re-validate the environment"
                 ) from exc
-            self._validators[key] = cls(parameters)
         return self._validators[key]
 
     def toolset(self, row: RowInfo, extra: list[ToolRef] | tuple[ToolRef, ...] = ()) -> Toolset:

@@ -13,13 +13,10 @@ question), unless the schema allows them explicitly (enum, const, default).
 from __future__ import annotations
 
 import ast
-import json
-from functools import lru_cache
 from typing import Any
 
-import jsonschema
-
 from data_synth.llm.extract import ReplyError, strip_reasoning
+from env_registry.arguments import argument_validator
 from env_registry.matching import normalize_text
 
 MAX_CALL_CHARS = 20_000
@@ -93,14 +90,8 @@ def parse_call(text: str, *, name: str | None = None) -> tuple[str, dict[str, An
     return fn, args
 
 
-@lru_cache(maxsize=16384)
-def _validator(schema_json: str):
-    schema = json.loads(schema_json)
-    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)(schema)
-
-
 def schema_problems(args: dict[str, Any], parameters: dict[str, Any]) -> list[str]:
-    validator = _validator(json.dumps(parameters, sort_keys=True))
+    validator = argument_validator(parameters)
     return [
         f"{'.'.join(str(p) for p in e.absolute_path) or '(arguments)'}: {e.message}"
         for e in sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path))

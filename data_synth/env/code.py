@@ -11,14 +11,11 @@ runs in the sandbox, which enforces isolation whatever the code does.
 from __future__ import annotations
 
 import ast
-import json
 import keyword
-from functools import lru_cache
 from typing import Any
 
-import jsonschema
-
 from data_synth.llm.extract import ReplyError
+from env_registry.arguments import schema_error
 from env_registry.spec import GoldenCall, ToolSpec
 from env_registry.validate import check_tool
 
@@ -73,22 +70,10 @@ def check_schema(value: Any) -> dict[str, Any]:
     required = params.get("required", [])
     if not isinstance(required, list) or not set(required) <= set(props):
         raise ReplyError("bad_schema", f"`required` must list declared properties (declared: {sorted(props)})")
-    error = _meta_schema_error(json.dumps(params, sort_keys=True))
+    error = schema_error(params)
     if error:
-        raise ReplyError("bad_schema", f"`parameters` is not a valid JSON Schema: {error}")
+        raise ReplyError("bad_schema", f"`parameters` is not a valid JSON Schema: {error.message}")
     return {"name": name, "description": description.strip(), "parameters": params}
-
-
-@lru_cache(maxsize=16384)
-def _meta_schema_error(schema_json: str) -> str | None:
-    """The meta-schema check dominates schema checking and schemas repeat (samples, scaling)."""
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        return e.message
-    return None
 
 
 def check_scaled(value: Any, base: dict[str, Any]) -> dict[str, Any]:

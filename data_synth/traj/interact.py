@@ -24,12 +24,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal, Protocol
 
-from jsonschema import Draft202012Validator
-
 from data_synth.llm import Completion, LLMClient, ToolCall
 from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
 from data_synth.traj.records import CallRecord, Observation, ScoredTask, Server, ToolDoc, Trajectory
+from env_registry.arguments import argument_validator
 
 
 @dataclass
@@ -73,7 +72,7 @@ def check_call(call: ToolCall, server: Server) -> tuple[ToolDoc | None, str | No
     if call.args is None:
         return None, f"arguments of {call.name} are not a JSON object: {call.error}"
     tool = server.tool(call.name)
-    errors = sorted(Draft202012Validator(tool.parameters).iter_errors(call.args), key=lambda e: list(e.path))
+    errors = sorted(argument_validator(tool.parameters).iter_errors(call.args), key=lambda e: list(e.path))
     if errors:
         e = errors[0]
         where = ".".join(str(p) for p in e.absolute_path) or "(arguments)"

@@ -15,8 +15,7 @@ import copy
 import re
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+from env_registry.arguments import schema_error
 
 # OpenAI's function-name rule.
 TOOL_NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -117,11 +116,10 @@ def normalize_parameters(schema: Any) -> dict[str, Any]:
         raise SchemaRejected(f"parameters.required: names {missing} are not declared in properties")
     if len(set(required)) != len(required):
         raise SchemaRejected("parameters.required: duplicate names")
-    try:
-        Draft202012Validator.check_schema(out)
-    except SchemaError as e:
+    e = schema_error(out)
+    if e is not None:
         where = ".".join(str(p) for p in e.absolute_path) or "(root)"
-        raise SchemaRejected(f"parameters.{where}: not valid JSON Schema: {e.message}") from None
+        raise SchemaRejected(f"parameters.{where}: not valid JSON Schema: {e.message}")
     return out
 
 
@@ -132,10 +130,9 @@ def normalize_output(schema: Any) -> dict[str, Any] | None:
     if schema is None or schema == {}:
         return None
     out = _normalize_node(copy.deepcopy(schema), "output")
-    try:
-        Draft202012Validator.check_schema(out)
-    except SchemaError as e:
-        raise SchemaRejected(f"output: not valid JSON Schema: {e.message}") from None
+    e = schema_error(out)
+    if e is not None:
+        raise SchemaRejected(f"output: not valid JSON Schema: {e.message}")
     return out
 
 
