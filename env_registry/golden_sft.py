@@ -25,9 +25,8 @@ from typing import Any
 from env_registry.export import tool_schemas
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo
-from env_registry.spec import EnvSpec, SubQuestion
+from env_registry.spec import EnvSpec, SubQuestion, tool_module
 from env_registry.store import EnvStore
-from env_registry.validate import replay_module
 
 SFT_VERSION = 1
 
@@ -101,8 +100,8 @@ def golden_rows(rl_parquet: str | Path, progress: Callable[[int, int], None] | N
     plans = [plan_row(row, stores) for row in pd.read_parquet(rl_parquet).to_dict("records")]
     jobs = [
         BatchJob(
-            Program(tuple(Module(name=replay_module(t.name, p.env.id), source=t.source) for t in p.env.tools)),
-            [(replay_module(name, p.env.id), name, args) for name, args in p.calls],
+            Program(tuple(Module(name=tool_module(t.name, p.env.id), source=t.source) for t in p.env.tools)),
+            [(tool_module(name, p.env.id), name, args) for name, args in p.calls],
         )
         for p in plans
     ]

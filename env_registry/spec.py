@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from enum import Enum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SPEC_VERSION = 1
+_NOT_IDENT = re.compile(r"[^0-9A-Za-z_]")
 
 
 class ScenarioType(str, Enum):
@@ -80,6 +82,15 @@ class ToolSpec(_Model):
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+def tool_module(tool_name: str, env_id: str, prefix_len: int = 8) -> str:
+    """The sandbox module holding a tool's code: `<tool>__<env id prefix>`, non-identifier
+    characters replaced by `_`. Every session that runs tools names them so (the rollout, golden
+    replay, synthesis): a tool named like a standard module (`statistics`, `json`) never shadows
+    it, and two environments' tools with one name never clash (the rollout lengthens the prefix
+    when two ids share one)."""
+    return f"{_NOT_IDENT.sub('_', tool_name)}__{_NOT_IDENT.sub('_', env_id[:prefix_len])}"
 
 
 class SubQuestion(_Model):

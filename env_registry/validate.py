@@ -54,7 +54,7 @@ from pydantic import ValidationError
 from env_registry.arguments import argument_validator, schema_error
 from env_registry.matching import answer_in_text
 from env_registry.shape import classify, shape_of
-from env_registry.spec import AnswerRule, EnvSpec, ToolSpec
+from env_registry.spec import AnswerRule, EnvSpec, ToolSpec, tool_module
 
 
 class Rule(str, Enum):
@@ -420,12 +420,6 @@ def _rule_for(env: EnvSpec, tool: ToolSpec, expected: str) -> AnswerRule:
     return AnswerRule()
 
 
-def replay_module(tool_name: str, env_id: str) -> str:
-    """Sandbox module of a tool, named as the rollout names it, so a tool called like a standard
-    module (`statistics`, `calendar`) never shadows it inside the session."""
-    return f"{tool_name}__{env_id[:8]}"
-
-
 _GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")
 
 
@@ -441,14 +435,14 @@ async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
     from astra_verl.sandbox.protocol import Module, Program
 
     out = _Issues(env.id)
-    program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
+    program = Program(tuple(Module(name=tool_module(t.name, env.id), source=t.source) for t in env.tools))
     session = await sandbox.open_session(program)
     try:
         for i, t in enumerate(env.tools):
             for j, g in enumerate(t.golden_calls):
                 path = f"tools[{i}].golden_calls[{j}]"
                 call = f"{t.name}({', '.join(f'{k}={v!r}' for k, v in g.args.items())})"
-                res = await sandbox.call(session, replay_module(t.name, env.id), t.name, g.args)
+                res = await sandbox.call(session, tool_module(t.name, env.id), t.name, g.args)
                 if not res.ok:
                     kind = res.error_kind.value if res.error_kind else "error"
                     out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}")

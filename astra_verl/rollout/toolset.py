@@ -4,7 +4,7 @@ A row lists the episode's tools in prompt order (`RowInfo.tools`: its own tools 
 distractors from other environments). Each becomes an `EpisodeTool`: the name the model sees
 and calls (the tool's own name), the sandbox module holding its code, and a compiled JSON
 Schema validator for its arguments. Every tool's code is one sandbox module named
-`<tool>__<env id prefix>`, so two environments' tools with the same name, or a tool named like
+`<tool>__<env id prefix>` (`env_registry.spec.tool_module`), so two environments' tools with the same name, or a tool named like
 a standard module (`math`, `json`), never clash inside a session.
 
 Errors here are data errors (the export or the store is wrong), raised as `ToolsetError`
@@ -19,7 +19,6 @@ session, hence fresh tool state.
 from __future__ import annotations
 
 import hashlib
-import re
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -32,12 +31,11 @@ from jsonschema.exceptions import best_match
 from astra_verl.sandbox.protocol import Module, Program
 from env_registry.arguments import argument_validator
 from env_registry.rows import RowInfo, ToolRef
-from env_registry.spec import EnvSpec, RewardTarget
+from env_registry.spec import EnvSpec, RewardTarget, tool_module
 
 from .call_log import CallRecord, CallStatus
 from .tool_parser import ParsedCall
 
-_IDENT = re.compile(r"[^0-9A-Za-z_]")
 MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log
 
 
@@ -62,10 +60,6 @@ class EpisodeTool:
             return None
         where = "arguments" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
         return str(error.validator), f"{where}: {error.message}"
-
-
-def module_name(tool_name: str, env_id: str, prefix_len: int = 8) -> str:
-    return f"{_IDENT.sub('_', tool_name)}__{_IDENT.sub('_', env_id[:prefix_len])}"
 
 
 @dataclass(frozen=True)
@@ -238,14 +232,14 @@ class ToolCatalog:
                 "(the row and the store disagree; re-export the rows)"
             ) from exc
         prefix = 8
-        name = module_name(ref.name, ref.env_id, prefix)
+        name = tool_module(ref.name, ref.env_id, prefix)
         while name in modules:  # environments whose ids share a prefix, with tools named alike
             if prefix >= len(ref.env_id):
                 raise ToolsetError(
                     f"row of environment {row.env_id}: tools {ref.name!r} and another map to module {name}"
                 )
             prefix += 8
-            name = module_name(ref.name, ref.env_id, prefix)
+            name = tool_module(ref.name, ref.env_id, prefix)
         modules[name] = Module(name=name, source=tool.source)
         return EpisodeTool(
             name=ref.name,

@@ -1,7 +1,7 @@
 """Running candidate tools in the sandbox (`astra_verl.sandbox`), the only place they run.
 
 `run_tool_calls` opens one fresh session holding the given tools (module names as
-`env_registry.validate.replay_module` makes them, so a tool called `statistics` never shadows
+`env_registry.spec.tool_module` makes them, so a tool called `statistics` never shadows
 the standard module), runs the calls in order and closes the session. `output_problem` is
 the check of ASTRA §2.4(e): the call ran and its output contains the expected answer, by the
 same matching rule validation and the reward use.
@@ -14,8 +14,7 @@ from typing import Any
 
 from astra_verl.sandbox import CallResult, Module, Program
 from env_registry.matching import answer_in_text
-from env_registry.spec import AnswerRule
-from env_registry.validate import replay_module
+from env_registry.spec import AnswerRule, tool_module
 
 SHOWN_OUTPUT_CHARS = 600
 
@@ -31,10 +30,10 @@ async def run_tool_calls(
     if sandbox is None:
         raise RuntimeError("this step runs model-written code and needs a sandbox in its StepContext")
     tag = _tag(list(tools.values()))
-    program = Program(tuple(Module(name=replay_module(n, tag), source=src) for n, src in tools.items()))
+    program = Program(tuple(Module(name=tool_module(n, tag), source=src) for n, src in tools.items()))
     session = await sandbox.open_session(program)
     try:
-        return [await sandbox.call(session, replay_module(n, tag), n, kwargs) for n, kwargs in calls]
+        return [await sandbox.call(session, tool_module(n, tag), n, kwargs) for n, kwargs in calls]
     finally:
         await sandbox.close_session(session)
 

@@ -51,3 +51,22 @@ def test_replay_names_the_failing_golden_call(envs):
     assert {i.rule for i in raised} == {Rule.REPLAY_ERROR} and all(i.field.startswith("tools[1].") for i in raised)
     assert "mock backend down" in raised[0].message
     assert {i.rule for i in report.issues[bad["unloadable"].id]} == {Rule.REPLAY_ERROR}
+
+
+def test_replay_names_modules_as_the_rollout_does(envs):
+    """One naming rule for a tool's sandbox module: an id that is not a Python identifier (as an
+    imported environment may carry before validation) still replays, under the rollout's name."""
+    import asyncio
+
+    from astra_verl.sandbox import SandboxConfig, SandboxPool
+    from env_registry.spec import tool_module
+    from env_registry.validate import replay_env
+
+    env = envs[0].model_copy(update={"id": "bfcl.v4-base/0"})
+    assert tool_module("get_x", "bfcl.v4-base/0") == "get_x__bfcl_v4_"
+
+    async def main():
+        async with SandboxPool(SandboxConfig(workers=1)) as pool:
+            return await replay_env(env, pool)
+
+    assert asyncio.run(main()) == []

@@ -13,7 +13,7 @@ import pytest
 from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
 from env_registry.families.procedural import generate
-from env_registry.validate import replay_module
+from env_registry.spec import tool_module
 
 
 async def golden_outputs(envs):
@@ -24,13 +24,13 @@ async def golden_outputs(envs):
     out = {}
     async with SandboxPool(SandboxConfig(workers=1)) as sandbox:
         for env in envs:
-            program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
+            program = Program(tuple(Module(name=tool_module(t.name, env.id), source=t.source) for t in env.tools))
             session = await sandbox.open_session(program)
             try:
                 rows = []
                 for q in (q for q in env.sub_questions if q.needs_tool):
                     golden = next(g for g in env.tool(q.tool).golden_calls if g.expected == q.answer)
-                    res = await sandbox.call(session, replay_module(q.tool, env.id), q.tool, golden.args)
+                    res = await sandbox.call(session, tool_module(q.tool, env.id), q.tool, golden.args)
                     assert res.ok, (env.id, q.id, res.message)
                     rows.append((q, q.tool, res.text))
                 out[env.id] = rows
