@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
+
 from env_registry.spec import ScenarioType, spec_json_schema
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
@@ -271,7 +273,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         types[env.scenario_type.value] += 1
         try:
             hops[shape_of(env).hops] += 1
-        except Exception:
+        except nx.NetworkXUnfeasible:  # its trace has a cycle (validation rejects those; a store may hold them)
             hops["cyclic"] += 1
         subs[len(env.sub_questions)] += 1
         tools[len(env.tools)] += 1

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pyarrow.parquet as pq
+import pytest
 from testkit import REPO
 
 from env_registry.cli import main
@@ -109,3 +110,28 @@ def test_mixing_without_the_rollout_package_says_so(tmp_path, store_path, monkey
     assert main(argv) == 2
     assert "needs astra_verl.rollout.mixing" in capsys.readouterr().err
     assert main(["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path)]) == 0  # none works
+
+
+def test_stats_counts_cyclic_traces_and_does_not_hide_bugs_as_cycles(tmp_path, capsys, envs, monkeypatch):
+    import networkx as nx
+
+    env = next(e for e in envs if sum(q.needs_tool for q in e.sub_questions) >= 2)
+    a, b = [q for q in env.sub_questions if q.needs_tool][:2]
+    cyclic = env.model_copy(deep=True)
+    for q in cyclic.sub_questions:
+        if q.id == a.id:
+            q.depends_on = [b.id]
+        elif q.id == b.id:
+            q.depends_on = [a.id]
+    store = tmp_path / "s"
+    with EnvStore.open(store, "a") as s:
+        s.add_many([env, cyclic.with_id()])
+    code, out = run(capsys, "--store", str(store), "-q", "stats", "--json")
+    assert code == 0 and json.loads(out)["hops"]["cyclic"] == 1
+
+    def bug(graph):
+        raise TypeError("a bug in shape_of")
+
+    monkeypatch.setattr(nx, "dag_longest_path_length", bug)
+    with pytest.raises(TypeError, match="a bug in shape_of"):
+        main(["--store", str(store), "-q", "stats", "--json"])
