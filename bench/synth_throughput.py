@@ -1,6 +1,10 @@
 """Environment-synthesis throughput against a fake OpenAI endpoint with a fixed latency.
 
-    .venv/bin/python bench/synth_throughput.py [--envs-per-domain 8] [--concurrency 64] [--latency 0.2] [--jitter 0]
+    .venv/bin/python bench/synth_throughput.py [--envs-per-domain 26] [--concurrency 64] [--latency 0.2] [--jitter 0]
+        [--input DOMAINS.jsonl]
+
+The domains are the bundled sample (12 domains x 26 = 312 environments; `--input` takes
+ASTRA's en/domains.jsonl instead: 39 domains, use --envs-per-domain 8 for the same 312).
 
 A loopback server (`data_synth.llm.fake_server`, its own process) answers every request after
 `--latency` seconds (or a lognormal draw with that mean: `--jitter 1` is a long tail) with the
@@ -33,8 +37,7 @@ from pathlib import Path
 
 from data_synth.env.cli import EnvRun, build_parser
 from data_synth.env.report import env_funnel
-
-DOMAINS = Path("/work/shared/data/astra-knowledge/en/domains.jsonl")
+from data_synth.env.seeds import sample_input
 
 
 def start_server(latency: float, jitter: float) -> tuple[subprocess.Popen, str]:
@@ -82,7 +85,8 @@ def run_pipeline(base_url: str, inputs: Path, run_dir: Path, *, samples: int, li
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--envs-per-domain", type=int, default=8, help="samples per domain (39 domains)")
+    p.add_argument("--input", type=Path, default=sample_input("domain"), help="domains JSONL (default: bundled sample)")
+    p.add_argument("--envs-per-domain", type=int, default=26, help="samples per domain (12 sample domains)")
     p.add_argument("--concurrency", type=int, default=64, help="LLM requests in flight")
     p.add_argument("--latency", type=float, default=0.2, help="seconds per fake completion")
     p.add_argument("--jitter", type=float, default=0.0,
@@ -95,11 +99,11 @@ def main() -> int:
             tmp = Path(tmp)
             # untimed: the first run in a process pays one-off costs (lazy imports, the fake
             # server's first connections) that a long synthesis job does not pay per record
-            run_pipeline(base_url, DOMAINS, tmp / "warm-up", samples=1, limit=16, llm_concurrency=a.concurrency,
+            run_pipeline(base_url, a.input, tmp / "warm-up", samples=1, limit=16, llm_concurrency=a.concurrency,
                          records=2 * a.concurrency)  # fmt: skip
-            conc = run_pipeline(base_url, DOMAINS, tmp / "concurrent", samples=a.envs_per_domain, limit=None,
+            conc = run_pipeline(base_url, a.input, tmp / "concurrent", samples=a.envs_per_domain, limit=None,
                                 llm_concurrency=a.concurrency, records=2 * a.concurrency)  # fmt: skip
-            seq = run_pipeline(base_url, DOMAINS, tmp / "sequential", samples=1, limit=a.sequential_envs,
+            seq = run_pipeline(base_url, a.input, tmp / "sequential", samples=1, limit=a.sequential_envs,
                                llm_concurrency=1, records=1)  # fmt: skip
     finally:
         server.kill()

@@ -1,7 +1,7 @@
 """Synthesis pipelines: `python -m data_synth {env,traj} <step|run> ...`.
 
-    env   QA traces -> verified, code-executable RL environments (ASTRA §2)
-    traj  tool docs -> tool-call graph -> verified multi-turn SFT trajectories (ASTRA §1)
+    env   QA traces -> verified, code-executable RL environments (docs/method.md §2)
+    traj  tool docs -> tool-call graph -> verified multi-turn SFT trajectories (docs/method.md §1)
 
 Each pipeline's `--help` lists its steps; every step is resumable.
 """
@@ -12,8 +12,8 @@ import importlib
 import sys
 
 PIPELINES = {
-    "env": ("data_synth.env.cli", "QA traces -> verified RL environments (ASTRA §2)"),
-    "traj": ("data_synth.traj.cli", "tool docs -> verified multi-turn SFT trajectories (ASTRA §1)"),
+    "env": ("data_synth.env.cli", "QA traces -> verified RL environments (docs/method.md §2)"),
+    "traj": ("data_synth.traj.cli", "tool docs -> verified multi-turn SFT trajectories (docs/method.md §1)"),
 }
 
 

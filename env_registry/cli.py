@@ -46,11 +46,11 @@ def _table(title: str, counts: Counter, total: int) -> None:
         _out(f"  {str(key):<24} {n:>8}  {100 * n / max(total, 1):5.1f}%")
 
 
-def _store(args: argparse.Namespace, mode: str = "r"):
+def _store(args: argparse.Namespace, mode: str = "r", *, allow_scripted: bool = False):
     from env_registry.store import EnvStore
 
     try:
-        return EnvStore.open(args.store, mode)
+        return EnvStore.open(args.store, mode, allow_scripted=allow_scripted)
     except FileNotFoundError as exc:
         raise CliError(f"{exc}") from None
 
@@ -140,12 +140,13 @@ class _Rejects:
 def cmd_add(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
+    from env_registry.store import StoreError
     from env_registry.validate import check_structure, parse_record, validate_stream
 
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise CliError(f"no such file: {', '.join(missing)}")
-    store = _store(args, "a")
+    store = _store(args, "a", allow_scripted=args.allow_scripted)
     rejects = _Rejects(args.rejects)
     totals: Counter = Counter()
 
@@ -191,6 +192,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             total = len(store)
     except RuntimeError as exc:  # replay without a sandbox
         raise CliError(f"{exc}") from None
+    except StoreError as exc:  # a dry run's environments, not allowed
+        raise CliError(f"{exc}; records before this batch were added, rerunning adds nothing twice") from None
     finally:
         rejects.close()
     mode = "structure only" if args.no_replay else "structure + replay"
@@ -488,6 +491,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--rejects", help="rejects file (default: <FILE>.rejects.jsonl next to the input)")
     a.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
     a.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    a.add_argument(
+        "--allow-scripted",
+        action="store_true",
+        help="also add environments a dry run made (provenance.scripted: no model wrote them)",
+    )
     a.set_defaults(func=cmd_add)
 
     v = sub.add_parser("validate", parents=[common], help="check structure and replay golden calls in the sandbox")

@@ -1,4 +1,4 @@
-"""The environment spec: one ASTRA RL arena as data (ASTRA.md §2).
+"""The environment spec: one ASTRA RL arena as data (docs/method.md §2.6).
 
 An environment is a main question with its final answer, the question's decomposition into
 sub-questions (a DAG over `depends_on`), and for every tool-needing sub-question a tool: an
@@ -115,6 +115,11 @@ class Provenance(_Model):
     seed: int | None = None
     source: str | None = Field(default=None, description="input record the environment was made from")
     created_at: str | None = None
+    scripted: str | None = Field(
+        default=None,
+        description="the scripted responder or rules file that answered instead of a model (a dry run; "
+        "`model` is then None); stores refuse such environments unless told to accept them",
+    )
 
 
 class EnvSpec(_Model):

@@ -133,6 +133,7 @@ class EnvStore:
         self._shard_no = 0
         self._shard_size = 0
         self.records_read = 0  # records fetched from shards by `get` (cache misses)
+        self.allow_scripted = False  # see `open`
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -144,10 +145,13 @@ class EnvStore:
         cache_size: int = DEFAULT_CACHE_SIZE,
         durable: bool = True,
         shard_max_bytes: int = DEFAULT_SHARD_MAX_BYTES,
+        allow_scripted: bool = False,
     ) -> EnvStore:
         """Open a store. `mode="r"`: read-only, lock-free, many processes at once. `mode="a"`:
         the single writer; creates the store if missing and repairs a crash-torn tail.
-        `shard_max_bytes` applies when the store is created (later it comes from the manifest)."""
+        `shard_max_bytes` applies when the store is created (later it comes from the manifest).
+        `allow_scripted`: the writer accepts environments a dry run made (`provenance.scripted`:
+        no model wrote them); without it adding one raises `StoreError`."""
         if mode not in ("r", "a"):
             raise StoreError(f"mode must be 'r' or 'a', not {mode!r}")
         root = Path(path)
@@ -166,6 +170,7 @@ class EnvStore:
                 f"{FORMAT!r} version {FORMAT_VERSION}"
             )
         store = cls(root, mode, cache_size=cache_size, durable=durable, shard_max_bytes=int(meta["shard_max_bytes"]))
+        store.allow_scripted = allow_scripted
         if mode == "a":
             store._acquire_writer_lock()
             try:
@@ -331,9 +336,20 @@ class EnvStore:
 
     def add_many(self, specs: Iterable[EnvSpec]) -> int:
         """Append environments in one durable batch; returns how many were new. Specs with an
-        empty id get their content hash; a non-empty id that is not the hash is refused."""
+        empty id get their content hash; a non-empty id that is not the hash is refused, and so
+        is a dry run's environment unless the store was opened with `allow_scripted` (nothing of
+        a refused batch is written)."""
         if self.mode != "a":
             raise StoreError(f"{self.path} is open read-only; open it with mode='a' to add environments")
+        specs = list(specs)
+        if not self.allow_scripted:
+            scripted = [s for s in specs if s.provenance.scripted]
+            if scripted:
+                raise StoreError(
+                    f"{len(scripted)} environment(s) (first {scripted[0].id or '(no id)'}) were made by a dry run: "
+                    f"{scripted[0].provenance.scripted} answered, not a model; {self.path} takes them only when "
+                    "asked (--allow-scripted; EnvStore.open(..., allow_scripted=True))"
+                )
         with self._lock:
             pending: list[tuple[str, bytes]] = []
             seen: set[str] = set()

@@ -11,7 +11,7 @@ Rules:
 - sub_question_ids_unique
 - dependency_exists     every `depends_on` id names a sub-question
 - dag_acyclic           the trace has no cycle (a self-dependency is one)
-- non_tool_leaf         nothing depends on a sub-question that needs no tool (ASTRA §2.2)
+- non_tool_leaf         nothing depends on a sub-question that needs no tool (docs/method.md §2.2)
 - hop_level             a stated `hop_level` is 1 + the largest hop level of its dependencies
 - has_tool_node         at least one sub-question needs a tool
 - tool_name_identifier  tool names are ASCII Python identifiers, not keywords, <= 64 characters

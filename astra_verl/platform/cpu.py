@@ -222,8 +222,8 @@ def _dedupe_backend(backend: str | None) -> str:
 
 def _fix_process_group_init() -> None:
     """Works around verl/utils/distributed.py::initialize_global_process_group and
-    ::initialize_global_process_group_ray, which hard-code `cpu:gloo,{device}:{backend}` (stop (4) in
-    VERL.md). Replaced in the module before any verl worker module imports them by name (engine_workers,
+    ::initialize_global_process_group_ray, which hard-code `cpu:gloo,{device}:{backend}`
+    (docs/verl-internals.md#cpu-platform, item 3). Replaced in the module before any verl worker module imports them by name (engine_workers,
     checkpoint_engine/base and sft_trainer import them after `import verl` has loaded this plugin)."""
     import verl.utils.distributed as dist_utils
 
@@ -249,8 +249,9 @@ def _fix_process_group_init() -> None:
 
 
 # verl/workers/engine/base.py::EngineRegistry.get_engine_cls looks engines up by (device, vendor); the
-# FSDP engines register for "cuda" and "npu" only, although they run on CPU unchanged (stop (5)). verl
-# provides these two overrides for exactly this; set here unless the user set them.
+# FSDP engines register for "cuda" and "npu" only, although they run on CPU unchanged
+# (docs/verl-internals.md#cpu-platform, item 4). verl provides these two overrides for exactly this;
+# set here unless the user set them.
 ENGINE_OVERRIDES = {"VERL_ENGINE_DEVICE": "cuda", "VERL_ENGINE_VENDOR": "nvidia"}
 
 

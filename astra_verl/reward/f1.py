@@ -23,7 +23,7 @@ returning two answers) and leaves are solved in the final text without a call, s
 exceed c; unclipped, p > 1 would push F1 above 1 and reward skipping calls. With the clip,
 eps only guards c = 0.
 
-Ablations (ASTRA §3): `recall` rewards r alone (turns explode), `precision` rewards p alone
+Ablations (docs/method.md §3.2): `recall` rewards r alone (turns explode), `precision` rewards p alone
 (turns collapse); F1 is the default.
 """
 

@@ -1,4 +1,4 @@
-"""Irrelevant-tool mixing (ASTRA §3): which other environments' tools an episode also sees.
+"""Irrelevant-tool mixing (docs/method.md §3.3): which other environments' tools an episode also sees.
 
 Distractors are real tools of other environments: the model sees their schemas next to its
 own, calling one runs that tool's code in the sandbox (and costs precision). Selection happens

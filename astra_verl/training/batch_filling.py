@@ -1,4 +1,4 @@
-"""Adaptive batch filling (ASTRA §3), the pure core: which groups train, which are refilled.
+"""Adaptive batch filling (docs/method.md §3.4), the pure core: which groups train, which are refilled.
 
 A group is the G rollouts of one prompt. GRPO learns nothing from a group whose rewards are
 all equal (every advantage is 0) and mostly noise from one whose rewards barely differ (the
@@ -62,7 +62,7 @@ class BatchFillingConfig:
     enable: bool = True
     delta: float = 0.0  # a group is valid iff std(R) > delta
     metric: str = "reward"  # "reward": the trajectory's reward (rm_scores); else a reward_extra_info key
-    carry_over: bool = True  # surplus valid groups train in the next step (ASTRA §3)
+    carry_over: bool = True  # surplus valid groups train in the next step (docs/method.md §3)
     max_carry_steps: int = 1  # a carried group older than this many steps is dropped (bounds off-policyness)
     refill_factor: float = 2.0  # prompts dispatched per dropped group while the batch is short
     max_inflight_batches: float = 1.0  # prompts pending or generating at once, in batches

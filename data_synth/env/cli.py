@@ -1,4 +1,4 @@
-"""`python -m data_synth env <step> --run-dir DIR ...`: environment synthesis (ASTRA §2).
+"""`python -m data_synth env <step> --run-dir DIR ...`: environment synthesis (docs/method.md §2).
 
 Steps (each resumable: rerun the same command after a crash and it continues):
   decompose  seeds (--mode, --input) -> QA instances with decomposition traces
@@ -13,11 +13,12 @@ Steps (each resumable: rerun the same command after a crash and it continues):
 Examples:
   # against a pool of `vllm serve` replicas
   python -m data_synth env run --run-dir runs/ctx --mode context \\
-      --input /data/astra-knowledge/en/context.jsonl --limit 100 \\
+      --input astra/env_synthesis/data/en/context.jsonl --limit 100 \\
       --llm-base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --llm-model Qwen3-32B
-  # a dry run of the whole pipeline without a model (canned, valid replies)
-  python -m data_synth env run --run-dir /tmp/dry --mode domain --input domains.jsonl --limit 8 \\
-      --llm-responder data_synth.env.canned:respond --percentile 0
+  # a dry run of the whole pipeline without a model (canned, valid replies; their provenance
+  # says scripted, and only --allow-scripted lets them into a store)
+  python -m data_synth env run --run-dir /tmp/dry --mode domain --sample --limit 8 \\
+      --llm-responder data_synth.env.canned:respond --percentile 0 --allow-scripted
 
 Run directory: seeds.jsonl, env.<step>[.shard-I-of-N].jsonl (one envelope per record: ok /
 rejected with reason / error), llm_cache.sqlite, envs/ (the store), parquet/, funnel.json,
@@ -42,7 +43,7 @@ from data_synth.env.necessity import LabelNecessity
 from data_synth.env.publish import Publish, export_parquet
 from data_synth.env.records import QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled
 from data_synth.env.report import env_funnel, write_env_report
-from data_synth.env.seeds import SeedError, load_seeds, parse_hops
+from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
 from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify, quality_threshold
 from data_synth.llm import LLMConfig, add_llm_arguments
@@ -72,7 +73,13 @@ def _common(p: argparse.ArgumentParser) -> None:
 def _decompose_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decompose")
     g.add_argument("--mode", choices=["domain", "context", "question", "taxonomy"], help="input kind")
-    g.add_argument("--input", type=Path, help="domains/context/questions .jsonl or a taxonomy .json")
+    source = g.add_mutually_exclusive_group()
+    source.add_argument("--input", type=Path, help="domains/context/questions .jsonl or a taxonomy .json")
+    source.add_argument(
+        "--sample",
+        action="store_true",
+        help="the bundled sample input of --mode (a few records of our own in ASTRA's format: dry runs, tests)",
+    )
     g.add_argument("--samples", type=int, default=1, help="tasks drawn per input (default 1)")
     g.add_argument(
         "--hops",
@@ -120,6 +127,11 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--store", type=Path, default=None, help="env_registry store (default RUN_DIR/envs)")
     g.add_argument("--val-fraction", type=float, default=0.1, help="validation share of the export (default 0.1)")
     g.add_argument("--no-export", action="store_true", help="do not write parquet")
+    g.add_argument(
+        "--allow-scripted",
+        action="store_true",
+        help="also store environments made by a dry run (--llm-responder/--llm-scripted answered, not a model)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,11 +251,12 @@ class EnvRun:
 
     def seeds(self) -> list[Seed]:
         a = self.args
-        if not a.mode or not a.input:
-            raise SystemExit("decompose needs --mode and --input")
+        if not a.mode or not (a.input or a.sample):
+            raise SystemExit("decompose needs --mode and --input FILE (or --sample for the bundled sample input)")
+        path = a.input or sample_input(a.mode, a.language)
         seeds = load_seeds(
             a.mode,
-            a.input,
+            path,
             samples=a.samples,
             hops=parse_hops(a.hops),
             language=a.language,
@@ -251,7 +264,7 @@ class EnvRun:
             offset=a.offset,
         )
         _save_seeds(self.run_dir, seeds)
-        print(f"{len(seeds)} seeds from {a.input} ({a.mode} mode)", flush=True)
+        print(f"{len(seeds)} seeds from {path} ({a.mode} mode{', bundled sample' if a.sample else ''})", flush=True)
         return seeds
 
     async def decompose(self) -> None:
@@ -311,10 +324,18 @@ class EnvRun:
             )
             return
         store_path = a.store or self.run_dir / "envs"
-        with EnvStore.open(store_path, "a") as store:
+        merged = read_outputs(self.run_dir, "env.merge", Merged)
+        scripted = sorted({s for r in merged if (s := (r.env.get("provenance") or {}).get("scripted"))})
+        if scripted and not a.allow_scripted:
+            raise SystemExit(
+                f"publish: environments of this run were made by a dry run ({', '.join(scripted)} answered, not a "
+                f"model); they go into {store_path} only when asked: `python -m data_synth env publish --run-dir "
+                f"{self.run_dir} --allow-scripted`"
+            )
+        with EnvStore.open(store_path, "a", allow_scripted=a.allow_scripted) as store:
             stats = await run_step(
                 Publish(),
-                read_outputs(self.run_dir, "env.merge", Merged),
+                merged,
                 self.run_dir,
                 ctx=StepContext(extra={"store": store}),
                 progress=not a.quiet,

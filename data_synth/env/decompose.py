@@ -1,4 +1,4 @@
-"""Step 1: a QA instance with a decomposition trace, from a seed (ASTRA §2.1).
+"""Step 1: a QA instance with a decomposition trace, from a seed (docs/method.md §2.1).
 
 Input `Seed`, output `QA`. One LLM call (plus one repair round): the reply must parse as a
 trace (`data_synth.env.trace.parse_trace`): ids unique, dependencies known and acyclic,

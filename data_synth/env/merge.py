@@ -1,4 +1,4 @@
-"""Step 5: intent clustering, tool merging, and the finished environment (ASTRA §2.5).
+"""Step 5: intent clustering, tool merging, and the finished environment (docs/method.md §2.5).
 
 Input `Tooled`, output `Merged`.
 1. Cluster: with two or more tools, one LLM call groups the tool nodes by intent (same
@@ -10,7 +10,7 @@ Input `Tooled`, output `Merged`.
    call parsed safely and validated against the base schema; a reply that fails gets feedback
    at once. Tool names must be unique across the environment (`duplicate_tool_names`, known
    from the clusters, so checked before any merge is asked for).
-3. **fix** (ASTRA.md §2.5): the environment with the current merges passes the full structural
+3. **fix** (docs/method.md §2.5): the environment with the current merges passes the full structural
    validation (`invalid_env:<rule>`), and then every golden call is re-run on it, all tools
    loaded in one fresh session the way an episode loads them (`env_registry.validate.replay_env`).
    That replay is also the merge check: each member's output must contain its answer, so an
@@ -34,6 +34,7 @@ from data_synth.env.calls import parse_call, schema_problems
 from data_synth.env.code import code_problems
 from data_synth.env.records import BuiltTool, Merged, Tooled
 from data_synth.llm.extract import ReplyError, extract_code, extract_json
+from data_synth.llm.scripted import scripted_source
 from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
 from env_registry.shape import shape_of
@@ -204,7 +205,8 @@ class MergeTools(Step[Tooled, Merged]):
             tools=tools,
             provenance=Provenance(
                 generator=GENERATOR,
-                model=record.model or None,
+                model=None if scripted_source(record.model) else (record.model or None),
+                scripted=scripted_source(record.model),
                 prompt_version=";".join(f"{v}" for _, v in sorted(prompts.items())),
                 seed=record.seed.sample,
                 source=f"{record.seed.mode}:{record.seed.source}",

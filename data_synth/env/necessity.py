@@ -1,4 +1,4 @@
-"""Step 2: tool necessity and legitimacy (ASTRA §2.2).
+"""Step 2: tool necessity and legitimacy (docs/method.md §2.2).
 
 Input `QA`, output `Labeled`. One LLM call labels every sub-question `{tool_necessity,
 reason}` (external data, float arithmetic, statistics and domain calculations need a tool).

@@ -1,4 +1,4 @@
-"""The records of environment synthesis, one per step boundary (ASTRA §2).
+"""The records of environment synthesis, one per step boundary (docs/method.md §2).
 
     Seed --decompose--> QA --necessity--> Labeled --verify--> Scored --select--> Selected
          --tools--> Tooled --merge--> Merged (a validated EnvSpec) --publish--> Published

@@ -3,7 +3,7 @@
 `run_tool_calls` opens one fresh session holding the given tools (module names as
 `env_registry.spec.tool_module` makes them, so a tool called `statistics` never shadows
 the standard module), runs the calls in order and closes the session. `output_problem` is
-the check of ASTRA §2.4(e): the call ran and its output contains the expected answer, by the
+the check of docs/method.md §2.4(e): the call ran and its output contains the expected answer, by the
 same matching rule validation and the reward use.
 """
 

@@ -1,10 +1,15 @@
-"""Inputs of environment synthesis -> `Seed` records (ASTRA §2.1's four modes).
+"""Inputs of environment synthesis -> `Seed` records (docs/method.md §2.1's four modes).
 
     domain    JSONL {domain, knowledge_corpus}: write a task in the domain (corpus optional)
     context   JSONL {domain, knowledge_corpus}: a passage (background, known info, info needed)
     question  JSONL {question, domain}: decompose this question
     taxonomy  JSON {category: {leaf: {description, examples: [{query}]}}} (nested to any depth):
               one seed per leaf
+
+Sample inputs (`sample_input`, CLI `--sample`): a handful of records of each kind, written for
+this project in ASTRA's formats (`samples/`: en/domains, zh/domains, en/context, en/questions,
+taxonomy.json), so dry runs, tests and benchmarks need nothing from outside the package.
+ASTRA's released inputs, or your own, come through `--input FILE`.
 
 The key of a seed is `<mode>:<hash of domain and text>:<sample>`, so the same input gives the
 same key in every run (resume, shards) and `samples` draws that many tasks per input. In the
@@ -22,12 +27,29 @@ from typing import Any
 
 from data_synth.env.records import Mode, Seed
 
+SAMPLES = Path(__file__).with_name("samples")
+_SAMPLE_FILES: dict[tuple[str, str], str] = {
+    ("domain", "en"): "en/domains.jsonl",
+    ("domain", "zh"): "zh/domains.jsonl",
+    ("context", "en"): "en/context.jsonl",
+    ("question", "en"): "en/questions.jsonl",
+    ("taxonomy", "en"): "taxonomy.json",
+}
 SCENARIO_TYPES = ("single_hop", "multi_hop", "parallel_single_hop", "parallel_multi_hop")
 DEFAULT_HOPS: dict[str, tuple[int, int]] = {"context": (3, 5), "domain": (1, 6), "question": (1, 6), "taxonomy": (1, 6)}
 
 
 class SeedError(ValueError):
     pass
+
+
+def sample_input(mode: Mode, language: str = "en") -> Path:
+    """The bundled sample input of `mode` in `language` (see the module docstring)."""
+    name = _SAMPLE_FILES.get((mode, language))
+    if name is None:
+        have = ", ".join(f"{m}/{lang}" for m, lang in _SAMPLE_FILES)
+        raise SeedError(f"no bundled sample for {mode} mode in language {language!r} (have {have}); pass --input FILE")
+    return SAMPLES / name
 
 
 def _digest(*parts: str) -> str:

@@ -1,4 +1,4 @@
-"""Step 4: tool synthesis per tool-needing sub-question (ASTRA §2.4).
+"""Step 4: tool synthesis per tool-needing sub-question (docs/method.md §2.4).
 
 Input `Selected`, output `Tooled`. For each tool node (concurrently; its dependencies' Q/A
 are given as context):

@@ -1,4 +1,4 @@
-"""Step 3: four-way verification and the quality threshold (ASTRA §2.3).
+"""Step 3: four-way verification and the quality threshold (docs/method.md §2.3).
 
 `Verify` (input `Labeled`, output `Scored`) asks four LLM judges at once, each about one
 property, and scores each as the fraction of steps that pass it:

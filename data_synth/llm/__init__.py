@@ -19,7 +19,7 @@ from data_synth.llm.client import Backend, JSONReply, LLMClient, usage_scope
 from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
 from data_synth.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
 from data_synth.llm.http import EndpointPool, HTTPBackend
-from data_synth.llm.scripted import ScriptedBackend, load_rules
+from data_synth.llm.scripted import ScriptedBackend, load_rules, scripted_model, scripted_source
 from data_synth.llm.types import (
     Completion,
     LLMError,
@@ -56,6 +56,8 @@ __all__ = [
     "extract_code",
     "extract_json",
     "load_rules",
+    "scripted_model",
+    "scripted_source",
     "strip_reasoning",
     "usage_scope",
 ]

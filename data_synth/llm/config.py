@@ -30,7 +30,7 @@ from pydantic import BaseModel, Field
 from data_synth.llm.cache import ResponseCache
 from data_synth.llm.client import LLMClient
 from data_synth.llm.http import HTTPBackend
-from data_synth.llm.scripted import ScriptedBackend, load_rules
+from data_synth.llm.scripted import ScriptedBackend, load_rules, scripted_model
 
 
 class LLMConfig(BaseModel):
@@ -142,8 +142,11 @@ def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, respon
     scripted backend answer instead of a server."""
     if responder is None and cfg.responder:
         responder = load_responder(cfg.responder)
+    model = cfg.model or "default"
     if responder is not None or cfg.scripted:
         backend = ScriptedBackend(load_rules(cfg.scripted) if cfg.scripted else [], responder=responder)
+        source = cfg.responder or (f"{responder.__module__}:{responder.__qualname__}" if responder else cfg.scripted)
+        model = scripted_model(source)  # not --llm-model: no model answers
     elif cfg.base_urls:
         backend = HTTPBackend(
             cfg.base_urls,
@@ -165,7 +168,7 @@ def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, respon
     cache = ResponseCache(cache_path) if cache_path is not None and cfg.cache else None
     return LLMClient(
         backend,
-        model=cfg.model or "default",
+        model=model,
         cache=cache,
         max_concurrency=cfg.max_concurrency,
         max_retries=cfg.max_retries,

@@ -100,6 +100,23 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+# A client whose backend is scripted names its model `scripted:<what answers>` (build_client), so
+# records made in a dry run say so (`scripted_source`), whatever --llm-model says.
+SCRIPTED_MODEL_PREFIX = "scripted:"
+
+
+def scripted_model(source: str) -> str:
+    """The model name of a client answered by `source` (a responder MODULE:FUNCTION or a rules file)."""
+    return SCRIPTED_MODEL_PREFIX + source
+
+
+def scripted_source(model: str | None) -> str | None:
+    """What answered instead of a model, when `model` is a scripted client's model name; else None."""
+    if model and model.startswith(SCRIPTED_MODEL_PREFIX):
+        return model[len(SCRIPTED_MODEL_PREFIX) :]
+    return None
+
+
 class ScriptedBackend:
     name = "scripted"
 

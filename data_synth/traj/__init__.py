@@ -1,4 +1,4 @@
-"""Trajectory synthesis (ASTRA §1): tool docs -> tool-call graph -> verified multi-turn SFT data.
+"""Trajectory synthesis (docs/method.md §1): tool docs -> tool-call graph -> verified multi-turn SFT data.
 
     python -m data_synth traj run TOOL_DOCS... --run-dir RUN --llm-base-url URL --llm-model NAME
 

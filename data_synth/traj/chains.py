@@ -1,4 +1,4 @@
-"""Tool chains by weighted random walks over a server's graph (step 3 of ASTRA §1).
+"""Tool chains by weighted random walks over a server's graph (docs/method.md §1.2).
 
 The released scripts enumerate every path by DFS, cycles allowed, no cap: the count grows like
 (out-degree)^length (`bench/chains.py` measures it). Here, for every start node with an

@@ -1,5 +1,5 @@
 """`python -m data_synth traj <step> ...`: tool docs -> tool-call graph -> verified multi-turn SFT
-trajectories (ASTRA §1). Every step is resumable: rerun the same command after a crash.
+trajectories (docs/method.md §1). Every step is resumable: rerun the same command after a crash.
 
     ingest INPUT...   tool docs (ASTRA records, OpenAI tools, MCP tools/list, BFCL func docs) -> servers
     graph             LLM chain proposals + schema compatibility -> weighted graph per server

@@ -1,7 +1,7 @@
 """Schema compatibility of a tool pair: can what A returns, or the task, feed B's inputs?
 
 ASTRA's released scripts draw an edge A -> B whenever an LLM proposes a chain through it; they
-never look at the parameters (ASTRA.md §1.1 **fix**). This module scores the data flow; pure
+never look at the parameters (docs/method.md §1.1, **fix**). This module scores the data flow; pure
 functions, no I/O. The rule, all constants named below:
 
 1. *Fields of A.* With a documented output schema (BFCL `response`, MCP `outputSchema`), every

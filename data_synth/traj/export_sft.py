@@ -1,4 +1,4 @@
-"""Output (step 8, ASTRA §1.7): SFT parquet for verl, the raw trajectories as JSONL.
+"""Output (step 8, docs/method.md §1.7): SFT parquet for verl, the raw trajectories as JSONL.
 
 `sft.parquet` (one row per kept trajectory, `SFT_VERSION` in every row):
 

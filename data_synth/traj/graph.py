@@ -1,4 +1,4 @@
-"""The tool dependency graph of one server (step 2 of ASTRA §1): a networkx `DiGraph` whose
+"""The tool dependency graph of one server (docs/method.md §1.1): a networkx `DiGraph` whose
 edge A -> B says "B can consume what A produces".
 
 Edges come from two sources, and every edge keeps both numbers:

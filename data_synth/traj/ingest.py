@@ -1,4 +1,4 @@
-"""Ingest tool documentation into `Server` records (step 1 of ASTRA §1).
+"""Ingest tool documentation into `Server` records (docs/method.md §1).
 
 Accepted inputs (the format is detected per file, or forced with `fmt=`):
 

@@ -1,4 +1,4 @@
-"""Interaction (step 6, ASTRA §1.5): an agent LLM solves a task by function calling against the
+"""Interaction (step 6, docs/method.md §1.5): an agent LLM solves a task by function calling against the
 server's tools, simulated (`simulate.py`) or real (`mcp_tools.py`).
 
 One episode is a small state machine, like verl's tool agent loop:

@@ -1,4 +1,4 @@
-"""Reward filter (step 7, ASTRA §1.6): seven LLM-judged dimensions, each in [0, 1], mean = score.
+"""Reward filter (step 7, docs/method.md §1.6): seven LLM-judged dimensions, each in [0, 1], mean = score.
 
 Fail closed (**fix**: the released scripts score a judge error 1.0 and a failed call 0.5):
 - a judgement that does not parse, lacks a dimension, or has a value outside [0, 1] (or a

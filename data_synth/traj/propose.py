@@ -1,4 +1,4 @@
-"""LLM chain proposals for a server's graph (the LLM half of step 2, ASTRA §1.1).
+"""LLM chain proposals for a server's graph (the LLM half of step 2, docs/method.md §1.1).
 
 The model reads the server's tools and proposes call chains with a confidence each
 (`prompts/traj/propose_chains.md`). `parse_proposals` keeps the well-formed ones and drops,

@@ -1,4 +1,4 @@
-"""Rule checks of a generated user query (pure). ASTRA §1.4: a query never names a tool and asks
+"""Rule checks of a generated user query (pure). docs/method.md §1.4: a query never names a tool and asks
 for execution, not instructions. The LLM quality scores judge the rest.
 
 - A tool name counts as named when it appears as a whole word (case-insensitive) and looks like

@@ -1,4 +1,4 @@
-"""Typed records of the trajectory pipeline (ASTRA §1), one class per step boundary.
+"""Typed records of the trajectory pipeline (docs/method.md §1), one class per step boundary.
 
     traj.ingest     SourceRecord   -> Server            key: server id
     traj.graph      Server         -> GraphRecord       key: server id

@@ -1,4 +1,4 @@
-"""Tool schemas made OpenAI-convertible, or rejected with the reason (ASTRA §1: kept servers have
+"""Tool schemas made OpenAI-convertible, or rejected with the reason (docs/method.md §1: kept servers have
 OpenAI-convertible schemas).
 
 Tool docs in the wild use Python type names (BFCL writes `"type": "dict"`, `"float"`, `"tuple"`,

@@ -1,4 +1,4 @@
-"""LLM-simulated tools (ASTRA §1.5).
+"""LLM-simulated tools (docs/method.md §1.5).
 
 The simulator sees the tool's schema, the call's arguments, the server description, the last
 `history_window` (call, observation) pairs of the episode (for state consistency: an id returned

@@ -1,4 +1,4 @@
-"""Task construction (step 5, ASTRA §1.4): queries from verified chains and from servers alone,
+"""Task construction (step 5, docs/method.md §1.4): queries from verified chains and from servers alone,
 augmentation, LLM quality scores with per-dimension thresholds (the released scripts score but
 apply no threshold: **fix**).
 

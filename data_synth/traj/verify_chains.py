@@ -1,4 +1,4 @@
-"""Chain verification that filters (step 4, ASTRA §1.3; the released scripts record the checks
+"""Chain verification that filters (step 4, docs/method.md §1.3; the released scripts record the checks
 but never filter on them: **fix**).
 
 1. *Vote.* `votes` independent samples judge whether the chain is one coherent task

@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
@@ -16,8 +15,6 @@ from data_synth.env.report import STEPS
 from data_synth.pipeline import read_envelopes
 from env_registry.store import EnvStore
 from env_registry.validate import validate_envs
-
-DOMAINS = Path("/work/shared/data/astra-knowledge/en/domains.jsonl")
 
 SLOW_RESPONDER = """
 import time
@@ -29,30 +26,46 @@ def respond(step, payload):
 """
 
 
-def _cmd(run_dir, responder, *extra):
+def _cmd(run_dir, responder, *extra, allow_scripted=True):
     return [
         sys.executable, "-m", "data_synth", "env", "run", "--run-dir", str(run_dir), "--mode", "domain",
-        "--input", str(DOMAINS), "--llm-responder", responder, "--percentile", "0", "--quiet",
-        "--sandbox-workers", "1", *extra,
+        "--sample", "--llm-responder", responder, "--percentile", "0", "--quiet", "--sandbox-workers", "1",
+        *(["--allow-scripted"] if allow_scripted else []), *extra,
     ]  # fmt: skip
 
 
 def test_dry_run_end_to_end(tmp_path):
+    """The bundled sample domains through every step with canned replies; what a dry run makes is
+    marked scripted and goes into a store only with --allow-scripted."""
     run_dir = tmp_path / "run"
+    refused = subprocess.run(
+        _cmd(run_dir, "data_synth.env.canned:respond", "--limit", "8", "--llm-model", "Qwen3-32B",
+             allow_scripted=False),
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "--allow-scripted" in refused.stderr, refused.stderr[-3000:]
+    assert "data_synth.env.canned:respond answered, not a model" in refused.stderr
+    assert not (run_dir / "envs").exists()  # nothing published; the finished steps are kept
     r = subprocess.run(
-        _cmd(run_dir, "data_synth.env.canned:respond", "--limit", "8"), capture_output=True, text=True,
-        cwd=REPO, timeout=300,
+        [sys.executable, "-m", "data_synth", "env", "publish", "--run-dir", str(run_dir), "--allow-scripted"],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "env.publish" in r.stdout and "report:" in r.stdout
+    assert "env.publish" in r.stdout
     with EnvStore.open(run_dir / "envs") as store:
         envs = list(store)
         assert len(envs) == 8
+        assert {(e.provenance.model, e.provenance.scripted) for e in envs} == {(None, "data_synth.env.canned:respond")}
         report = validate_envs(envs, progress=False)  # structure + golden replay in the sandbox
         assert report.ok and report.replayed == 8, report.by_rule()
     rows = pq.read_table(run_dir / "parquet/mix_none/train.parquet").num_rows
     rows += pq.read_table(run_dir / "parquet/mix_none/val.parquet").num_rows
     assert rows == 8
+    r = subprocess.run(
+        [sys.executable, "-m", "data_synth", "env", "report", "--run-dir", str(run_dir)],
+        capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0 and "report:" in r.stdout, r.stderr[-3000:]
     for name in ("report.md", "funnel.png", "hops.png", "scenario_types.png", "tools.png", "quality.png"):
         assert (run_dir / "report" / name).exists(), name
     funnel = json.loads((run_dir / "funnel.json").read_text())
@@ -85,7 +98,7 @@ def test_sigkill_mid_pipeline_then_rerun_equals_uninterrupted(tmp_path):
     (tmp_path / "slow_canned.py").write_text(SLOW_RESPONDER)
     env = {**os.environ, "PYTHONPATH": str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     killed, whole = tmp_path / "killed", tmp_path / "whole"
-    cmd = _cmd(killed, "slow_canned:respond", "--samples", "2")
+    cmd = _cmd(killed, "slow_canned:respond", "--samples", "4")  # 12 sample domains x 4 scenario types
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     tools_file = killed / "env.tools.jsonl"
     deadline = time.monotonic() + 120
@@ -96,16 +109,16 @@ def test_sigkill_mid_pipeline_then_rerun_equals_uninterrupted(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     at_kill = tools_file.read_bytes().count(b"\n")
-    assert 15 <= at_kill < 78 and not (killed / "env.publish.jsonl").exists(), "the kill must land mid-run"
+    assert 15 <= at_kill < 48 and not (killed / "env.publish.jsonl").exists(), "the kill must land mid-run"
 
     for run_dir in (killed, whole):
-        r = subprocess.run(_cmd(run_dir, "slow_canned:respond", "--samples", "2"), cwd=REPO, env=env,
+        r = subprocess.run(_cmd(run_dir, "slow_canned:respond", "--samples", "4"), cwd=REPO, env=env,
                            capture_output=True, text=True, timeout=300)  # fmt: skip
         assert r.returncode == 0, r.stderr[-3000:]
     resumed, uninterrupted = _snapshot(killed), _snapshot(whole)
     assert resumed == uninterrupted
     steps, ids = resumed
-    assert len(ids) == len(set(ids)) == 78 and len(steps["env.publish"]) == 78
+    assert len(ids) == len(set(ids)) == 48 and len(steps["env.publish"]) == 48
     for step in STEPS:  # nothing processed twice: one line per key in every step file
         keys = [json.loads(line)["key"] for line in (killed / f"{step}.jsonl").read_text().splitlines()]
         assert len(keys) == len(set(keys)), step

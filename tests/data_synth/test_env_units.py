@@ -9,14 +9,12 @@ from data_synth.env.calls import parse_call, schema_problems, ungrounded_values
 from data_synth.env.code import check_scaled, check_schema, code_problems
 from data_synth.env.necessity import check_legitimate, parse_labels
 from data_synth.env.records import QA, Necessity, Seed
-from data_synth.env.seeds import SeedError, load_seeds, parse_hops
+from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
 from data_synth.env.trace import parse_trace
 from data_synth.env.verify import quality_threshold, score_completeness, score_dependency, score_flags
 from data_synth.llm import ReplyError
 from data_synth.pipeline import Reject
 from data_synth.prompts import PROMPT_DIR, PromptError, load_prompt, parse_prompt
-
-KNOWLEDGE = Path("/work/shared/data/astra-knowledge")
 
 
 def _trace(*nodes, **top):
@@ -158,22 +156,32 @@ def test_code_problems(source, expected):
 
 
 def test_seeds_from_every_mode():
-    ctx = load_seeds("context", KNOWLEDGE / "en/context.jsonl", limit=3, samples=2)
+    """The bundled sample inputs, one per mode, in ASTRA's formats."""
+    ctx = load_seeds("context", sample_input("context"), limit=3, samples=2)
     assert len(ctx) == 6 and ctx[0].hop_min == 3 and ctx[0].hop_max == 5 and ctx[0].domain == "weather"
     assert ctx[0].key.endswith(":0") and ctx[1].key.endswith(":1") and ctx[0].target_type is None
-    assert load_seeds("context", KNOWLEDGE / "en/context.jsonl", limit=3, samples=2) == ctx  # stable keys
-    doms = load_seeds("domain", KNOWLEDGE / "en/domains.jsonl", hops=(2, 4))
-    assert len(doms) == 39 and {d.target_type for d in doms} == {
+    assert "Information Needed:" in ctx[0].text
+    assert load_seeds("context", sample_input("context"), limit=3, samples=2) == ctx  # stable keys
+    doms = load_seeds("domain", sample_input("domain"), hops=(2, 4))
+    assert len(doms) == 12 and {d.target_type for d in doms} == {
         "single_hop",
         "multi_hop",
         "parallel_single_hop",
         "parallel_multi_hop",
     }
-    qs = load_seeds("question", KNOWLEDGE / "en/questions.jsonl", offset=2, limit=1)
+    qs = load_seeds("question", sample_input("question"), offset=2, limit=1)
     assert qs[0].source == "questions.jsonl:3" and qs[0].domain == "flights"
-    tax = load_seeds("taxonomy", KNOWLEDGE / "taxonomy-weather.json")
-    assert tax[0].domain == "weather" and tax[0].examples == ["What's the weather in Beijing today?"]
-    assert load_seeds("domain", KNOWLEDGE / "zh/domains.jsonl", language="zh", limit=1)[0].language == "zh"
+    tax = load_seeds("taxonomy", sample_input("taxonomy"))
+    assert [(t.domain, t.category) for t in tax] == [
+        ("weather", "forecast"),
+        ("weather", "air quality"),
+        ("travel", "flights/status"),
+    ]
+    assert tax[0].examples == ["Will it rain in Rotterdam on Sunday morning?"]
+    zh = load_seeds("domain", sample_input("domain", "zh"), language="zh", limit=1)
+    assert zh[0].language == "zh" and zh[0].domain.startswith("天气")
+    with pytest.raises(SeedError, match="no bundled sample for context mode in language 'zh'"):
+        sample_input("context", "zh")
 
 
 def test_seed_errors(tmp_path):

@@ -67,6 +67,32 @@ def test_id_must_be_content_hash(tmp_path, envs):
         assert s.ids() == [envs[0].id]
 
 
+def test_a_dry_runs_environments_need_allow_scripted(tmp_path, envs, capsys):
+    """Environments a scripted responder made (no model) are refused unless the writer asks for them;
+    a refused batch writes nothing."""
+    from env_registry.cli import main
+
+    scripted = [
+        e.model_copy(
+            update={"provenance": e.provenance.model_copy(update={"scripted": "data_synth.env.canned:respond"})}
+        )
+        for e in envs[:2]
+    ]
+    with EnvStore.open(tmp_path / "s", "a") as s:
+        with pytest.raises(StoreError, match="made by a dry run: data_synth.env.canned:respond answered"):
+            s.add_many([envs[2], *scripted])
+        assert len(s) == 0
+    with EnvStore.open(tmp_path / "s", "a", allow_scripted=True) as s:
+        assert s.add_many(scripted) == 2
+    with EnvStore.open(tmp_path / "s") as s:
+        assert s.get(scripted[0].id).provenance.scripted == "data_synth.env.canned:respond"
+    records = tmp_path / "in.jsonl"
+    records.write_text(scripted[0].to_json() + "\n")
+    assert main(["--store", str(tmp_path / "t"), "-q", "add", "--no-replay", str(records)]) == 2
+    assert "--allow-scripted" in capsys.readouterr().err
+    assert main(["--store", str(tmp_path / "t"), "-q", "add", "--no-replay", "--allow-scripted", str(records)]) == 0
+
+
 def test_modes_and_locking(tmp_path, envs):
     path = tmp_path / "s"
     with pytest.raises(FileNotFoundError, match="no environment store"):

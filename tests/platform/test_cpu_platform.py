@@ -73,7 +73,7 @@ def test_without_verl_platform_nothing_is_patched_and_cpu_is_never_auto_detected
 
 
 def test_verl_platform_cpu_selects_the_platform_and_verls_cpu_paths_come_up(tmp_path):
-    """Stops (3) to (5) of VERL.md, through verl's own functions, in a worker-like process."""
+    """Items 2 to 4 of docs/verl-internals.md#cpu-platform, through verl's own functions, in a worker-like process."""
     found = _probe(tmp_path, {"VERL_PLATFORM": "cpu"})
     assert found.pop("device") == "cpu"
     assert found.pop("dist_patched") and found.pop("engine_env") == "cuda"

@@ -67,7 +67,7 @@ def test_callers_import_the_process_group_init_after_plugins_load():
 
 
 def test_engine_lookup_honours_the_device_override_and_fsdp_registers_for_cuda():
-    # cpu.py::_select_fsdp_engines sets VERL_ENGINE_DEVICE/VENDOR (verl/workers/engine/base.py)
+    # cpu.py::_select_fsdp_engines sets VERL_ENGINE_DEVICE/VENDOR (verl.workers.engine.base)
     source = inspect.getsource(EngineRegistry.get_engine_cls)
     assert 'os.getenv("VERL_ENGINE_DEVICE")' in source and 'os.getenv("VERL_ENGINE_VENDOR")' in source
     import verl.workers.engine  # noqa: F401  - registers the engines
@@ -76,7 +76,7 @@ def test_engine_lookup_honours_the_device_override_and_fsdp_registers_for_cuda()
 
 
 def test_rollout_registries_have_the_shape_cpu_py_writes_into():
-    # cpu.py::register_rollout_backend (verl/workers/rollout/base.py and replica.py)
+    # cpu.py::register_rollout_backend (verl.workers.rollout.base and .replica)
     assert isinstance(rollout_base._ROLLOUT_REGISTRY, dict)
     assert rollout_base._ROLLOUT_REGISTRY[("vllm", "async")] == "verl.workers.rollout.vllm_rollout.ServerAdapter"
     assert "_ROLLOUT_REGISTRY[(rollout_name, mode)]" in inspect.getsource(rollout_base.get_rollout_class)
@@ -112,7 +112,7 @@ def test_generate_is_called_with_keywords_our_server_accepts():
 
 
 def test_the_naive_weight_sync_calls_the_adapter_the_way_hf_rollout_expects():
-    # ActorRolloutRefWorker.update_weights (verl/workers/engine_workers.py), used by the sync trainer
+    # ActorRolloutRefWorker.update_weights (verl.workers.engine_workers), used by the sync trainer
     source = inspect.getsource(engine_workers.ActorRolloutRefWorker.update_weights)
     assert 'await self.rollout.resume(tags=["weights"])' in source
     assert "await self.rollout.update_weights(\n            per_tensor_param, peft_config=peft_config" in source

@@ -10,7 +10,7 @@ from astra_verl.rollout.call_log import CallStatus
 
 @pytest.mark.parametrize(
     ("solved", "calls", "f1"),
-    [(4, 4, 1.0), (4, 6, 0.8), (3, 4, 0.75)],  # ASTRA §3's examples
+    [(4, 4, 1.0), (4, 6, 0.8), (3, 4, 0.75)],  # docs/method.md §3.2's examples
 )
 def test_paper_examples_on_counts(solved, calls, f1):
     assert precision_recall_f1(4, solved, calls)[2] == pytest.approx(f1, abs=1e-6)
