@@ -32,6 +32,21 @@ def bfcl_sample(tmp_path_factory) -> SimpleNamespace:
     return SimpleNamespace(data=data, store=store, index=by_id, ids=list(SAMPLE_IDS))
 
 
+@pytest.fixture(scope="module")
+def loop_kit(tiny_model_dir, tiny_tokenizer):
+    """The trainer config of `+recipe=astra_bfcl_eval` for the tiny model, on a shared pool of its own."""
+    from astra_verl.eval import bfcl_replay
+    from astra_verl.rollout.testing import close_shared_sandbox
+
+    # the tiny BPE is verbose: long-context episodes need room
+    config = bfcl_replay.loop_config(
+        str(tiny_model_dir), overrides=["data.max_prompt_length=32768", "data.max_response_length=32768"]
+    )
+    close_shared_sandbox()  # other tests share verl's event loop with their own sandbox config
+    yield config, tiny_tokenizer
+    close_shared_sandbox()
+
+
 @pytest.fixture(scope="session")
 def bfcl_sandbox_config():
     from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES

@@ -23,12 +23,11 @@ from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_score import CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
-from astra_verl.rollout.testing import close_shared_sandbox, run
+from astra_verl.rollout.testing import run
 from data_synth.llm import LLMClient, ScriptedBackend
 
 DIRECT = Path(__file__).with_name("bfcl_direct.py")
 PROMPT_IDS = ["multi_turn_base_0", "multi_turn_miss_func_0", "multi_turn_miss_param_0", "multi_turn_long_context_1"]
-LOOP_OVERRIDES = ["data.max_prompt_length=32768", "data.max_response_length=32768"]  # the tiny BPE is verbose
 
 
 # -- the rule, record by record ------------------------------------------------------------------
@@ -170,14 +169,6 @@ async def score(shared_sandbox, config, target, log):
 
 def verdict_of(v) -> tuple[bool, str | None]:
     return (v.valid, v.error_type) if hasattr(v, "valid") else (v["valid"], v["error_type"])
-
-
-@pytest.fixture(scope="module")
-def loop_kit(tiny_model_dir, tiny_tokenizer):
-    config = bfcl_replay.loop_config(str(tiny_model_dir), overrides=LOOP_OVERRIDES)
-    close_shared_sandbox()  # other tests share verl's event loop with their own sandbox config
-    yield config, tiny_tokenizer
-    close_shared_sandbox()
 
 
 def test_prompt_style_verdicts_equal_bfcls(loop_kit, bfcl_sample, tmp_path):
