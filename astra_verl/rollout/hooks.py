@@ -1,6 +1,6 @@
 """The environment-interaction hook: what an environment may do during an episode.
 
-`astra_tool_agent` calls the row's hook at four points:
+`astra_tool_agent` calls the row's hook at five points:
 
     on_start(view)                   before the first generation (may add a user message / tools)
     on_tool_result(view, record)     after each executed (or rejected) tool call
