@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from uuid import uuid4
 
 from astra_verl.rollout.call_log import CallRecord, EpisodeLog, Termination
+from astra_verl.rollout.call_parsing import ParsedCall
 from astra_verl.rollout.hooks import EnvironmentHook, HookAction, HookError, create_hook
-from astra_verl.rollout.tool_parser import ParsedCall
 from astra_verl.rollout.toolset import ToolCatalog, Toolset
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec

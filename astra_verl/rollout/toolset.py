@@ -34,7 +34,7 @@ from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
 from .call_log import CallRecord, CallStatus
-from .tool_parser import ParsedCall
+from .call_parsing import ParsedCall
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
 MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log
