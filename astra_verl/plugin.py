@@ -18,6 +18,10 @@ from __future__ import annotations
 import importlib
 import logging
 
+from hydra.core.plugins import Plugins
+
+from hydra_plugins.astra_verl.astra_verl_searchpath import AstraVerlSearchPathPlugin
+
 logger = logging.getLogger("astra_verl")
 
 # Each module registers itself into a verl registry when imported; the comment names what.
@@ -63,10 +67,6 @@ def register_recipe_search_path() -> None:
     by that scan; for editable ones the same plugin class is registered here, which Hydra
     de-duplicates. main_ppo and the SFT trainer import verl before Hydra composes.
     """
-    from hydra.core.plugins import Plugins
-
-    from hydra_plugins.astra_verl.astra_verl_searchpath import AstraVerlSearchPathPlugin
-
     Plugins.instance().register(AstraVerlSearchPathPlugin)
 
 

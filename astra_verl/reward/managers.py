@@ -52,6 +52,7 @@ __all__ = [
     "require_rule_based",
 ]
 
+
 @dataclass(frozen=True)
 class RewardSettings:
     """The `astra.reward` section of a recipe."""

@@ -62,7 +62,8 @@ from env_registry.spec import EnvSpec, RewardTarget
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
 from .config import read_configs
-from .hooks import EnvironmentHook, HookAction, HookError, create_hook
+from .episode_hook import create_hook
+from .hooks import EnvironmentHook, HookAction, HookError
 from .toolset import MAX_LOGGED_RAW_CHARS, ToolCatalog, Toolset, digest
 
 logger = logging.getLogger(__name__)

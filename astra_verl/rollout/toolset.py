@@ -32,6 +32,7 @@ from jsonschema.exceptions import best_match
 from astra_verl.sandbox.protocol import Module, Program
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
+from env_registry.store import EnvStore
 
 from .call_log import CallRecord, CallStatus
 from .call_parsing import ParsedCall
@@ -165,8 +166,6 @@ class ToolCatalog:
     # -- specs -------------------------------------------------------------------------
     def store(self, location: str) -> Any:
         if location not in self._stores:
-            from env_registry.store import EnvStore
-
             self._stores[location] = EnvStore.open(location)
         return self._stores[location]
 
