@@ -104,14 +104,6 @@ def test_export_parquet(tmp_path, capsys, store_path, tiny_model_dir):
     assert "needs --tokenizer" in capsys.readouterr().err
 
 
-def test_mixing_without_the_rollout_package_says_so(tmp_path, store_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "astra_verl.rollout.mixing", None)  # import now fails
-    argv = ["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path), "--mixing", "banded"]
-    assert main(argv) == 2
-    assert "needs astra_verl.rollout.mixing" in capsys.readouterr().err
-    assert main(["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path)]) == 0  # none works
-
-
 def test_stats_counts_cyclic_traces_and_does_not_hide_bugs_as_cycles(tmp_path, capsys, envs, monkeypatch):
     import networkx as nx
 

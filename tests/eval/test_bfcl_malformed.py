@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import verl  # noqa: F401 - verl loads our plugin first; chat_rollout imported first would hit issue 17's import cycle
 
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_score import CallStyle, score_episode, step_calls, trainer_sandbox_config
