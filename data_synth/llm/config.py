@@ -136,6 +136,12 @@ def load_responder(spec: str):
         raise SystemExit(f"--llm-responder {spec}: {e}") from None
 
 
+def _callable_name(fn: Any) -> str:
+    """MODULE:NAME of a responder, a function or a callable object (named by its class)."""
+    named = fn if hasattr(fn, "__qualname__") else type(fn)
+    return f"{named.__module__}:{named.__qualname__}"
+
+
 def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, responder=None) -> LLMClient:
     """The client for `cfg`. `cache_path` enables the response cache (unless cfg.cache is off).
     `responder` (a callable `(step, payload) -> response`, or cfg.responder by name) makes a
@@ -145,7 +151,7 @@ def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, respon
     model = cfg.model or "default"
     if responder is not None or cfg.scripted:
         backend = ScriptedBackend(load_rules(cfg.scripted) if cfg.scripted else [], responder=responder)
-        source = cfg.responder or (f"{responder.__module__}:{responder.__qualname__}" if responder else cfg.scripted)
+        source = cfg.responder or (_callable_name(responder) if responder is not None else cfg.scripted)
         model = scripted_model(source)  # not --llm-model: no model answers
     elif cfg.base_urls:
         backend = HTTPBackend(
