@@ -36,15 +36,15 @@ def bfcl_sample(tmp_path_factory) -> SimpleNamespace:
 def loop_kit(tiny_model_dir, tiny_tokenizer):
     """The trainer config of `+recipe=astra_bfcl_eval` for the tiny model, on a shared pool of its own."""
     from astra_verl.eval import bfcl_replay
-    from astra_verl.rollout.testing import close_shared_sandbox
+    from astra_verl.rollout.testing import close_worker_context
 
     # the tiny BPE is verbose: long-context episodes need room
     config = bfcl_replay.loop_config(
         str(tiny_model_dir), overrides=["data.max_prompt_length=32768", "data.max_response_length=32768"]
     )
-    close_shared_sandbox()  # other tests share verl's event loop with their own sandbox config
+    close_worker_context()  # other tests share verl's event loop with their own sandbox config
     yield config, tiny_tokenizer
-    close_shared_sandbox()
+    close_worker_context()
 
 
 @pytest.fixture(scope="session")

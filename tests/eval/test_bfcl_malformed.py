@@ -22,6 +22,7 @@ from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_score import CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.rollout.context import worker_context
 from astra_verl.rollout.testing import run
 from data_synth.llm import LLMClient, ScriptedBackend
 
@@ -161,9 +162,9 @@ def case(label: str, style: str, target, responses: list) -> dict:
     }
 
 
-async def score(shared_sandbox, config, target, log):
+async def score(config, target, log):
     """Our verdict, on the pool the agent loop used (as `astra_bfcl` scores)."""
-    return await score_episode(shared_sandbox(config), target, log)
+    return await score_episode(worker_context().sandbox(config), target, log)
 
 
 def verdict_of(v) -> tuple[bool, str | None]:
@@ -172,8 +173,6 @@ def verdict_of(v) -> tuple[bool, str | None]:
 
 def test_prompt_style_verdicts_equal_bfcls(loop_kit, bfcl_sample, tmp_path):
     """astra_tool_agent (hermes text) + our scorer vs BFCL's QwenFCHandler + checker, run directly."""
-    from astra_verl.sandbox import shared_sandbox
-
     config, tokenizer = loop_kit
     ours, cases = {}, []
     for entry_id in PROMPT_IDS:
@@ -184,7 +183,7 @@ def test_prompt_style_verdicts_equal_bfcls(loop_kit, bfcl_sample, tmp_path):
             out = run(bfcl_replay.run_loop_episode(config, tokenizer, row, texts, i))
             log = EpisodeLog.from_extra_fields(out.extra_fields)
             assert log.hook_state["call_style"] == "prompt"
-            ours[key] = verdict_of(run(score(shared_sandbox, trainer_sandbox_config(config), target, log)))
+            ours[key] = verdict_of(run(score(trainer_sandbox_config(config), target, log)))
             cases.append(case(key, "prompt", target, texts))
     theirs = {k: verdict_of(v) for k, v in bfcl_verdicts(cases, tmp_path).items()}
     assert ours == theirs
