@@ -10,20 +10,21 @@ Two sorts:
 
 The sources are what an LLM-written ASTRA tool looks like: typed signature, docstring,
 defensive argument checks with messages a model can act on, case-insensitive lookup with
-"did you mean" hints. They are rendered from `string.Template`s (no braces to escape).
+"did you mean" hints. Each is a real module in `tool_templates`, rendered with the world's data.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import pprint
 import random
 from dataclasses import dataclass
 from decimal import Decimal
-from string import Template
 from typing import Any
 
 from env_registry.families._world import FISCAL_YEARS, MONTHS, World
+from env_registry.families.tool_templates import render
+from env_registry.families.tool_templates.convert_units import LENGTH_M, MASS_KG
+from env_registry.families.tool_templates.statistics import STATISTICS
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,6 @@ class ToolDraft:
     description: str
     parameters: dict[str, Any]
     source: str
-
-
-def _literal(value: Any) -> str:
-    return pprint.pformat(value, width=110, sort_dicts=False)
 
 
 def _plain(value: Any) -> Any:
@@ -78,60 +75,6 @@ class ToolKind:
 
 
 # -- record lookups (city, country, company, person, product, event, stock quote) ----------
-
-_FIND = Template("""import difflib
-
-_RECORDS = $records
-
-_FIELDS = $fields
-
-
-def _find(value):
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("'$param' must be a non-empty string, for example $example")
-    key = " ".join(value.split()).casefold()
-    if key in _RECORDS:
-        return _RECORDS[key]
-    close = difflib.get_close_matches(key, list(_RECORDS), n=3, cutoff=0.6)
-    hint = (" Did you mean: " + ", ".join(_RECORDS[k]["$label"] for k in close) + "?") if close else ""
-    raise ValueError(f"No $entity named {value!r} in the $title.{hint}")
-""")
-
-_PROFILE = Template('''
-
-def $name($param: str, fields: list | None = None) -> dict:
-    """$summary
-
-    Returns a dict with the $entity's name and the requested fields (all fields when
-    `fields` is omitted).
-    """
-    record = _find($param)
-    if fields is None:
-        fields = list(_FIELDS)
-    if not isinstance(fields, list) or not fields or not all(isinstance(f, str) for f in fields):
-        raise ValueError("'fields' must be a non-empty list of field names: " + ", ".join(_FIELDS))
-    unknown = [f for f in fields if f not in _FIELDS]
-    if unknown:
-        raise ValueError(f"Unknown field(s) {unknown}; available fields: {', '.join(_FIELDS)}")
-    result = {"$label": record["$label"]}
-    for f in fields:
-        result[f] = record[f]
-    return result
-''')
-
-_ATTRIBUTE = Template('''
-
-def $name($param: str, attribute: str) -> dict:
-    """$summary
-
-    Returns {"$label": ..., "attribute": ..., "value": ...}.
-    """
-    record = _find($param)
-    if not isinstance(attribute, str) or attribute.strip().lower() not in _FIELDS:
-        raise ValueError(f"'attribute' must be one of: {', '.join(_FIELDS)}; got {attribute!r}")
-    attribute = attribute.strip().lower()
-    return {"$label": record["$label"], "attribute": attribute, "value": record[attribute]}
-''')
 
 
 @dataclass(frozen=True)
@@ -359,17 +302,25 @@ class RecordKind(ToolKind):
         example = rows[0][t.label]
         summary = t.summary.format(title=title)
         field_doc = "; ".join(f"{f}: {d}" for f, d in t.fields.items())
-        head = _FIND.substitute(
-            records=_literal({str(r[t.label]).casefold(): r for r in rows}),
-            fields=_literal(tuple(t.fields)),
-            param=t.param,
-            example=repr(example),
-            label=t.label,
-            entity=t.entity,
-            title=title,
+        returns = (
+            f"Returns a dict with the {t.entity}'s name and the requested fields (all fields when\n"
+            "`fields` is omitted)."
+            if self.style == "profile"
+            else f'Returns {{"{t.label}": ..., "attribute": ..., "value": ...}}.'
         )
-        body = (_PROFILE if self.style == "profile" else _ATTRIBUTE).substitute(
-            name=self.name, param=t.param, summary=summary, entity=t.entity, label=t.label
+        source = render(
+            "record_profile" if self.style == "profile" else "record_attribute",
+            self.name,
+            params={"entity": t.param},
+            data={
+                "_TITLE": title,
+                "_WHAT": t.entity,
+                "_PARAM": t.param,
+                "_LABEL": t.label,
+                "_RECORDS": {str(r[t.label]).casefold(): r for r in rows},
+                "_FIELDS": tuple(t.fields),
+            },
+            doc=f"{summary}\n\n{returns}\n",
         )
         param_schema = {"type": "string", "description": f"Name of the {t.entity}, e.g. {example!r}."}
         if t.param == "ticker":
@@ -399,7 +350,7 @@ class RecordKind(ToolKind):
                 "required": [t.param, "attribute"],
                 "additionalProperties": False,
             }
-        return ToolDraft(self.name, summary, params, head + body)
+        return ToolDraft(self.name, summary, params, source)
 
 
 # -- other data tools --------------------------------------------------------------------
@@ -426,29 +377,13 @@ class ClimateKind(ToolKind):
             for c in self.world.cities.values()
         }
         example = next(iter(self.world.cities))
-        source = Template('''import difflib
-
-_NORMALS = $data
-
-_MONTHS = $months
-
-
-def $name(city: str, month: str) -> dict:
-    """Long-term climate normals of a city for one month: mean air temperature (°C) and mean
-    precipitation (mm), from the $title."""
-    if not isinstance(city, str) or not city.strip():
-        raise ValueError("'city' must be a non-empty string, for example $example")
-    key = " ".join(city.split()).casefold()
-    if key not in _NORMALS:
-        close = difflib.get_close_matches(key, list(_NORMALS), n=3, cutoff=0.6)
-        hint = (" Did you mean: " + ", ".join(_NORMALS[k]["city"] for k in close) + "?") if close else ""
-        raise ValueError(f"The $title has no station for {city!r}.{hint}")
-    if not isinstance(month, str) or month.strip().lower() not in _MONTHS:
-        raise ValueError(f"'month' must be an English month name such as 'july'; got {month!r}")
-    m = month.strip().lower()
-    row = _NORMALS[key]
-    return {"city": row["city"], "month": m, "avg_temp_c": row["avg_temp_c"][m], "avg_precip_mm": row["avg_precip_mm"][m]}
-''').substitute(data=_literal(data), months=_literal(tuple(MONTHS)), name=self.name, title=title, example=repr(example))
+        doc = (
+            "Long-term climate normals of a city for one month: mean air temperature (°C) and mean\n"
+            f"precipitation (mm), from the {title}."
+        )
+        source = render(
+            "climate", self.name, data={"_TITLE": title, "_NORMALS": data, "_MONTHS": tuple(MONTHS)}, doc=doc
+        )
         description = (
             f"Monthly climate normals from the {title}: average temperature in °C and average precipitation "
             "in mm for a city and calendar month."
@@ -486,38 +421,10 @@ class FinancialsKind(ToolKind):
             for c in self.world.companies.values()
         }
         example = next(iter(self.world.companies))
-        source = Template('''import difflib
-
-_RESULTS = $data
-
-_METRICS = $metrics
-
-
-def $name(company: str, fiscal_year: int, metric: str = "revenue") -> dict:
-    """Audited annual results of a listed company, in millions of its reporting currency,
-    from $title."""
-    if not isinstance(company, str) or not company.strip():
-        raise ValueError("'company' must be a non-empty string, for example $example")
-    key = " ".join(company.split()).casefold()
-    if key not in _RESULTS:
-        close = difflib.get_close_matches(key, list(_RESULTS), n=3, cutoff=0.6)
-        hint = (" Did you mean: " + ", ".join(_RESULTS[k]["company"] for k in close) + "?") if close else ""
-        raise ValueError(f"No annual results on file for {company!r}.{hint}")
-    if isinstance(fiscal_year, bool) or not isinstance(fiscal_year, int):
-        raise ValueError(f"'fiscal_year' must be an integer year; got {fiscal_year!r}")
-    row = _RESULTS[key]
-    if fiscal_year not in row["results"]:
-        raise ValueError(f"No results for fiscal year {fiscal_year}; available: {sorted(row['results'])}")
-    if metric not in _METRICS:
-        raise ValueError(f"'metric' must be one of {', '.join(_METRICS)}; got {metric!r}")
-    return {
-        "company": row["company"],
-        "fiscal_year": fiscal_year,
-        "metric": metric,
-        "value_millions": row["results"][fiscal_year][metric],
-        "currency": row["currency"],
-    }
-''').substitute(data=_literal(data), metrics=_literal(self.METRICS), name=self.name, title=title, example=repr(example))
+        doc = f"Audited annual results of a listed company, in millions of its reporting currency,\nfrom {title}."
+        source = render(
+            "financials", self.name, data={"_TITLE": title, "_RESULTS": data, "_METRICS": self.METRICS}, doc=doc
+        )
         description = (
             f"Annual financial results from {title}: revenue, operating income or net income of a company "
             "for a fiscal year, in millions of the company's reporting currency."
@@ -552,38 +459,8 @@ class DistanceKind(ToolKind):
         title = self._title("atlas")
         names = {c.casefold(): c for c in self.world.cities}
         table = {"|".join(sorted(k.casefold() for k in pair)): km for pair, km in self.world.distances_km.items()}
-        example = next(iter(self.world.cities))
-        source = Template('''import difflib
-
-_CITIES = $names
-
-_ROAD_KM = $table
-
-_KM_PER_MILE = 1.609344
-
-
-def _city(value, role):
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"'{role}' must be a non-empty city name, for example $example")
-    key = " ".join(value.split()).casefold()
-    if key not in _CITIES:
-        close = difflib.get_close_matches(key, list(_CITIES), n=3, cutoff=0.6)
-        hint = (" Did you mean: " + ", ".join(_CITIES[k] for k in close) + "?") if close else ""
-        raise ValueError(f"The $title has no road data for {value!r}.{hint}")
-    return key
-
-
-def $name(origin: str, destination: str, unit: str = "km") -> dict:
-    """Shortest road distance between two cities in the $title, in kilometres or miles."""
-    a, b = _city(origin, "origin"), _city(destination, "destination")
-    if unit not in ("km", "mi"):
-        raise ValueError(f"'unit' must be 'km' or 'mi'; got {unit!r}")
-    if a == b:
-        raise ValueError("origin and destination are the same city")
-    km = _ROAD_KM["|".join(sorted((a, b)))]
-    distance = km if unit == "km" else round(km / _KM_PER_MILE, 1)
-    return {"origin": _CITIES[a], "destination": _CITIES[b], "distance": distance, "unit": unit}
-''').substitute(names=_literal(names), table=_literal(table), name=self.name, title=title, example=repr(example))
+        doc = f"Shortest road distance between two cities in the {title}, in kilometres or miles."
+        source = render("distance", self.name, data={"_TITLE": title, "_CITIES": names, "_ROAD_KM": table}, doc=doc)
         description = f"Road distance between two cities from the {title}, in km (default) or miles."
         params = {
             "type": "object",
@@ -614,28 +491,9 @@ class ListCitiesKind(ToolKind):
             for c in self.world.cities.values()
         ]
         countries = {c.casefold(): c for c in self.world.countries}
-        source = Template('''_CITIES = $rows
-
-_COUNTRIES = $countries
-
-_SORT_KEYS = ("population", "founded_year", "city")
-
-
-def $name(country: str, sort_by: str = "population", order: str = "desc", limit: int = 10) -> dict:
-    """List the cities of a country in the $title, sorted by population, founding year or name."""
-    if not isinstance(country, str) or " ".join(country.split()).casefold() not in _COUNTRIES:
-        raise ValueError(f"Unknown country {country!r}; known countries: {', '.join(sorted(_COUNTRIES.values()))}")
-    if sort_by not in _SORT_KEYS:
-        raise ValueError(f"'sort_by' must be one of {', '.join(_SORT_KEYS)}; got {sort_by!r}")
-    if order not in ("asc", "desc"):
-        raise ValueError(f"'order' must be 'asc' or 'desc'; got {order!r}")
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 50:
-        raise ValueError(f"'limit' must be an integer between 1 and 50; got {limit!r}")
-    name = _COUNTRIES[" ".join(country.split()).casefold()]
-    found = [c for c in _CITIES if c["country"] == name]
-    found.sort(key=lambda c: c[sort_by], reverse=(order == "desc"))
-    return {"country": name, "sort_by": sort_by, "order": order, "cities": found[:limit]}
-''').substitute(rows=_literal(rows), countries=_literal(countries), name=self.name, title=title)
+        doc = f"List the cities of a country in the {title}, sorted by population, founding year or name."
+        data = {"_TITLE": title, "_CITIES": rows, "_COUNTRIES": countries}
+        source = render("list_cities", self.name, data=data, doc=doc)
         description = (
             f"List the cities of a country from the {title}, sorted by population, founding year or name, "
             "with each city's population and founding year."
@@ -666,30 +524,8 @@ class FxKind(ToolKind):
     def draft(self) -> ToolDraft:
         title = self._title("markets")
         rates = {code: _plain(r) for code, r in self.world.usd_per_unit.items()}
-        source = Template('''_USD_PER_UNIT = $rates
-
-
-def $name(amount: float, from_currency: str, to_currency: str) -> dict:
-    """Convert an amount between currencies at the $title reference rates (mid-market)."""
-    if isinstance(amount, bool) or not isinstance(amount, (int, float)):
-        raise ValueError(f"'amount' must be a number; got {amount!r}")
-    if amount < 0:
-        raise ValueError("'amount' must not be negative")
-    codes = []
-    for role, code in (("from_currency", from_currency), ("to_currency", to_currency)):
-        if not isinstance(code, str) or code.strip().upper() not in _USD_PER_UNIT:
-            raise ValueError(f"'{role}' must be one of {', '.join(sorted(_USD_PER_UNIT))}; got {code!r}")
-        codes.append(code.strip().upper())
-    src, dst = codes
-    rate = _USD_PER_UNIT[src] / _USD_PER_UNIT[dst]
-    return {
-        "amount": amount,
-        "from_currency": src,
-        "to_currency": dst,
-        "rate": round(rate, 6),
-        "converted_amount": round(amount * _USD_PER_UNIT[src] / _USD_PER_UNIT[dst], 2),
-    }
-''').substitute(rates=_literal(rates), name=self.name, title=title)
+        doc = f"Convert an amount between currencies at the {title} reference rates (mid-market)."
+        source = render("fx", self.name, data={"_USD_PER_UNIT": rates}, doc=doc)
         codes = sorted(rates)
         description = (
             f"Convert money between currencies at {title} reference rates; supports {', '.join(codes)}. "
@@ -715,18 +551,20 @@ class PureKind(ToolKind):
 
     description = ""
     parameters: dict[str, Any] = {}
-    source = ""
+    template = ""  # module in tool_templates
 
     def __init__(self, world: World, rng: random.Random):
         super().__init__(world, rng)
         self.name = type(self).key
 
     def draft(self) -> ToolDraft:
-        return ToolDraft(self.name, self.description, self.parameters, self.source)
+        return ToolDraft(self.name, self.description, self.parameters, render(self.template, self.name))
 
 
-LENGTH_UNITS = {"m": "1", "km": "1000", "ft": "0.3048", "mi": "1609.344"}
-MASS_UNITS = {"kg": "1", "g": "0.001", "lb": "0.45359237"}
+# Exact factors for the generator's answers, from the tool's own table (repr of a float is the
+# shortest decimal that reads back as it).
+LENGTH_UNITS = {unit: repr(factor) for unit, factor in LENGTH_M.items()}
+MASS_UNITS = {unit: repr(factor) for unit, factor in MASS_KG.items()}
 
 
 class ConvertUnits(PureKind):
@@ -744,35 +582,7 @@ class ConvertUnits(PureKind):
         },
         "required": ["value", "from_unit", "to_unit"],
     }
-    source = Template('''_LENGTH_M = $length
-_MASS_KG = $mass
-_TEMPERATURE = ("celsius", "fahrenheit")
-
-
-def convert_units(value: float, from_unit: str, to_unit: str) -> dict:
-    """Convert a length, mass or temperature between units; rounded to 2 decimals."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"'value' must be a number; got {value!r}")
-    for table in (_LENGTH_M, _MASS_KG):
-        if from_unit in table and to_unit in table:
-            result = value * table[from_unit] / table[to_unit]
-            break
-    else:
-        if from_unit in _TEMPERATURE and to_unit in _TEMPERATURE:
-            if from_unit == to_unit:
-                result = value
-            elif from_unit == "celsius":
-                result = value * 9 / 5 + 32
-            else:
-                result = (value - 32) * 5 / 9
-        else:
-            known = ", ".join([*_LENGTH_M, *_MASS_KG, *_TEMPERATURE])
-            raise ValueError(f"cannot convert {from_unit!r} to {to_unit!r}: units must be of one kind ({known})")
-    return {"value": value, "from_unit": from_unit, "to_unit": to_unit, "result": round(result, 2)}
-''').substitute(
-        length=_literal({k: float(v) for k, v in LENGTH_UNITS.items()}),
-        mass=_literal({k: float(v) for k, v in MASS_UNITS.items()}),
-    )
+    template = "convert_units"
 
     def args(self, value: Any, src: str, dst: str) -> dict[str, Any]:
         return {"value": _plain(value), "from_unit": src, "to_unit": dst}
@@ -789,16 +599,7 @@ class PercentChange(PureKind):
         },
         "required": ["old_value", "new_value"],
     }
-    source = '''def calculate_percentage_change(old_value: float, new_value: float) -> dict:
-    """Percentage change from old_value to new_value, rounded to 2 decimals."""
-    for role, v in (("old_value", old_value), ("new_value", new_value)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError(f"'{role}' must be a number; got {v!r}")
-    if old_value == 0:
-        raise ValueError("'old_value' must not be zero")
-    change = (new_value - old_value) / old_value * 100
-    return {"old_value": old_value, "new_value": new_value, "percent_change": round(change, 2)}
-'''
+    template = "percentage_change"
 
     def args(self, old: Any, new: Any) -> dict[str, Any]:
         return {"old_value": _plain(old), "new_value": _plain(new)}
@@ -815,30 +616,10 @@ class Density(PureKind):
         },
         "required": ["population", "area_km2"],
     }
-    source = '''def calculate_population_density(population: int, area_km2: float) -> dict:
-    """Inhabitants per km², rounded to 2 decimals."""
-    if isinstance(population, bool) or not isinstance(population, int) or population < 0:
-        raise ValueError(f"'population' must be a non-negative integer; got {population!r}")
-    if isinstance(area_km2, bool) or not isinstance(area_km2, (int, float)) or area_km2 <= 0:
-        raise ValueError(f"'area_km2' must be a positive number; got {area_km2!r}")
-    return {"population": population, "area_km2": area_km2, "density_per_km2": round(population / area_km2, 2)}
-'''
+    template = "population_density"
 
     def args(self, population: int, area: int) -> dict[str, Any]:
         return {"population": population, "area_km2": area}
-
-
-_DATE_CHECK = """import datetime
-
-
-def _date(value, role):
-    if not isinstance(value, str):
-        raise ValueError(f"'{role}' must be a date string YYYY-MM-DD; got {value!r}")
-    try:
-        return datetime.date.fromisoformat(value.strip())
-    except ValueError:
-        raise ValueError(f"'{role}' must be a date string YYYY-MM-DD; got {value!r}") from None
-"""
 
 
 class DaysBetween(PureKind):
@@ -856,21 +637,7 @@ class DaysBetween(PureKind):
         },
         "required": ["start_date", "end_date"],
     }
-    source = (
-        _DATE_CHECK
-        + '''
-
-def days_between_dates(start_date: str, end_date: str, inclusive: bool = False) -> dict:
-    """Days from start_date to end_date (negative when end_date is earlier)."""
-    start, end = _date(start_date, "start_date"), _date(end_date, "end_date")
-    if not isinstance(inclusive, bool):
-        raise ValueError(f"'inclusive' must be true or false; got {inclusive!r}")
-    days = (end - start).days
-    if inclusive:
-        days += 1 if days >= 0 else -1
-    return {"start_date": start.isoformat(), "end_date": end.isoformat(), "inclusive": inclusive, "days": days}
-'''
-    )
+    template = "days_between"
 
     def args(self, start: dt.date, end: dt.date, inclusive: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"start_date": start.isoformat(), "end_date": end.isoformat()}
@@ -887,18 +654,7 @@ class DayOfWeek(PureKind):
         "properties": {"date": {"type": "string", "format": "date", "description": "Date, YYYY-MM-DD."}},
         "required": ["date"],
     }
-    source = (
-        _DATE_CHECK
-        + '''
-_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-
-
-def get_day_of_week(date: str) -> dict:
-    """Weekday name of an ISO date."""
-    d = _date(date, "date")
-    return {"date": d.isoformat(), "day_of_week": _DAYS[d.weekday()]}
-'''
-    )
+    template = "day_of_week"
 
     def args(self, date: dt.date) -> dict[str, Any]:
         return {"date": date.isoformat()}
@@ -915,19 +671,7 @@ class Age(PureKind):
         },
         "required": ["birth_date", "on_date"],
     }
-    source = (
-        _DATE_CHECK
-        + '''
-
-def calculate_age(birth_date: str, on_date: str) -> dict:
-    """Completed years between birth_date and on_date."""
-    born, on = _date(birth_date, "birth_date"), _date(on_date, "on_date")
-    if on < born:
-        raise ValueError("'on_date' is before 'birth_date'")
-    years = on.year - born.year - ((on.month, on.day) < (born.month, born.day))
-    return {"birth_date": born.isoformat(), "on_date": on.isoformat(), "age_years": years}
-'''
-    )
+    template = "age"
 
     def args(self, born: dt.date, on: dt.date) -> dict[str, Any]:
         return {"birth_date": born.isoformat(), "on_date": on.isoformat()}
@@ -935,7 +679,6 @@ def calculate_age(birth_date: str, on_date: str) -> dict:
 
 class Statistics(PureKind):
     key = "compute_statistics"
-    STATS = ("sum", "mean", "median", "min", "max", "range")
     description = (
         "Summary statistic of a list of numbers: sum, mean, median, min, max or range (max - min). "
         "Mean and median are rounded to 2 decimals."
@@ -944,35 +687,11 @@ class Statistics(PureKind):
         "type": "object",
         "properties": {
             "values": {"type": "array", "items": {"type": "number"}, "minItems": 1, "description": "The numbers."},
-            "statistic": {"type": "string", "enum": list(STATS), "description": "Which statistic to compute."},
+            "statistic": {"type": "string", "enum": list(STATISTICS), "description": "Which statistic to compute."},
         },
         "required": ["values", "statistic"],
     }
-    source = '''def compute_statistics(values: list, statistic: str) -> dict:
-    """sum / mean / median / min / max / range of a non-empty list of numbers."""
-    if not isinstance(values, list) or not values:
-        raise ValueError("'values' must be a non-empty list of numbers")
-    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values):
-        raise ValueError(f"every entry of 'values' must be a number; got {values!r}")
-    ordered = sorted(values)
-    n = len(ordered)
-    if statistic == "sum":
-        result = sum(values)
-    elif statistic == "mean":
-        result = round(sum(values) / n, 2)
-    elif statistic == "median":
-        mid = n // 2
-        result = round(ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2, 2)
-    elif statistic == "min":
-        result = ordered[0]
-    elif statistic == "max":
-        result = ordered[-1]
-    elif statistic == "range":
-        result = ordered[-1] - ordered[0]
-    else:
-        raise ValueError("'statistic' must be one of sum, mean, median, min, max, range; got " + repr(statistic))
-    return {"statistic": statistic, "count": n, "result": result}
-'''
+    template = "statistics"
 
     def args(self, values: list[Any], statistic: str) -> dict[str, Any]:
         return {"values": [_plain(v) for v in values], "statistic": statistic}

@@ -1,0 +1,96 @@
+"""The procedural tools as Python modules: each runs as it stands, and renders into a
+self-contained source that behaves like the module with the environment's data."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+
+import pytest
+
+from env_registry.families import tool_templates
+from env_registry.families.tool_templates import TemplateError, render
+
+TEMPLATES = sorted(m.name for m in pkgutil.iter_modules(tool_templates.__path__) if not m.name.startswith("_"))
+
+
+def module(name: str):
+    return importlib.import_module(f"{tool_templates.__name__}.{name}")
+
+
+def run(source: str, function: str, *args, **kwargs):
+    namespace: dict = {}
+    exec(compile(source, "<tool>", "exec"), namespace)  # our own template, not model-written code
+    return namespace[function](*args, **kwargs)
+
+
+def test_every_template_renders_to_a_self_contained_standard_library_module():
+    assert len(TEMPLATES) >= 13
+    for name in TEMPLATES:
+        slots = {
+            n.target.id
+            for n in ast.parse(open(module(name).__file__).read()).body
+            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+        }
+        source = render(name, f"tool_{name}", data={s: getattr(module(name), s) for s in slots})
+        tree = ast.parse(source)
+        imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert not any(isinstance(n, ast.ImportFrom) for n in ast.walk(tree)), name
+        assert imports <= {"difflib", "datetime"}, (name, imports)
+        assert [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")] == [
+            f"tool_{name}"
+        ]
+
+
+def test_a_template_runs_directly_with_its_example_data():
+    profile = module("record_profile")
+    assert profile.profile("  SPRINGFIELD ") == {"city": "Springfield", "population": 30720}
+    with pytest.raises(ValueError, match="Did you mean: Springfield"):
+        profile.profile("Springfeld")
+    with pytest.raises(ValueError, match="Unknown field"):
+        profile.profile("Springfield", ["area"])
+    assert module("statistics").compute_statistics([3, 1, 2], "median")["result"] == 2
+    assert module("distance").road_distance("Springfield", "shelbyville", "mi")["distance"] == 26.1
+    assert module("list_cities").list_cities("freedonia", limit=1)["cities"][0]["city"] == "Springfield"
+    assert module("day_of_week").get_day_of_week("2025-01-01")["day_of_week"] == "Wednesday"
+
+
+def test_rendering_fills_the_data_renames_and_documents_the_tool():
+    records = {"oslo": {"city": "Oslo", "population": 700000}, "bergen": {"city": "Bergen", "population": 290000}}
+    data = {
+        "_TITLE": "Nord Atlas",
+        "_WHAT": "town",
+        "_PARAM": "town",
+        "_LABEL": "city",
+        "_RECORDS": records,
+        "_FIELDS": ("population",),
+    }
+    source = render("record_attribute", "nord_town_fact", params={"entity": "town"}, data=data, doc="A town fact.")
+    assert 'def nord_town_fact(town: str, attribute: str) -> dict:\n    """A town fact."""' in source
+    assert run(source, "nord_town_fact", town="bergen", attribute="population") == {
+        "city": "Bergen",
+        "attribute": "population",
+        "value": 290000,
+    }
+    with pytest.raises(ValueError, match=r"No town named 'Osloo' in the Nord Atlas\. Did you mean: Oslo\?"):
+        run(source, "nord_town_fact", town="Osloo", attribute="population")
+    with pytest.raises(ValueError, match="'town' must be a non-empty string"):
+        run(source, "nord_town_fact", town=" ", attribute="population")
+
+
+def test_rendering_refuses_missing_or_unknown_data_and_clashing_names():
+    with pytest.raises(TemplateError, match="data slots"):
+        render("fx", "x_fx", data={})
+    with pytest.raises(TemplateError, match="data slots"):
+        render("fx", "x_fx", data={"_USD_PER_UNIT": {"USD": 1}, "_RATES": {}})
+    with pytest.raises(TemplateError, match="clashes"):
+        render("list_cities", "x_list", params={"country": "found"})
+    with pytest.raises(TemplateError, match="docstring"):
+        render("age", "calculate_age", doc='bad """ doc')
+
+
+def test_pure_tools_render_to_the_module_text_itself():
+    source = render("percentage_change", "calculate_percentage_change")
+    assert source.strip() in open(module("percentage_change").__file__).read()
+    assert run(source, "calculate_percentage_change", 50, 75)["percent_change"] == 50.0
