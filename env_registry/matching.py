@@ -65,11 +65,6 @@ def _number_literals(text: str) -> tuple[tuple[str, float], ...]:
     return tuple((lit, float(lit)) for lit in out)
 
 
-def numbers_in(text: str) -> list[sympy.Rational]:
-    """Every number the text states, as exact rationals (thousands separators read both ways)."""
-    return [_rational(lit) for lit, _ in _number_literals(text)]
-
-
 def answer_number(answer: str) -> sympy.Rational | None:
     """The answer's number when the answer is numeric (one number, at most a few unit words)."""
     found = list(_NUMBER.finditer(answer))

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from env_registry.families._world import FISCAL_YEARS, MONTHS, World
+from env_registry.families._vocabulary import RECORD_TABLES, RecordTable
+from env_registry.families._world import FISCAL_YEARS, MONTHS, TICKER, World
 from env_registry.families.tool_templates import render
 from env_registry.families.tool_templates.convert_units import LENGTH_M, MASS_KG
 from env_registry.families.tool_templates.statistics import STATISTICS
@@ -77,200 +79,71 @@ class ToolKind:
 # -- record lookups (city, country, company, person, product, event, stock quote) ----------
 
 
-@dataclass(frozen=True)
-class RecordTable:
-    key: str
-    service: str
-    entity: str  # what one record is, in words
-    param: str  # the argument naming the record
-    label: str  # the output key holding the record's name
-    example_of: str  # which world dict supplies the example value
-    fields: dict[str, str]  # field -> documentation
-    profile_names: tuple[str, ...]
-    attribute_names: tuple[str, ...]
-    summary: str  # with {title}
-
-
-RECORD_TABLES = {
-    t.key: t
-    for t in [
-        RecordTable(
-            "city",
-            "atlas",
-            "city",
-            "city",
-            "city",
-            "cities",
-            {
-                "country": "country the city belongs to",
-                "population": "number of inhabitants (latest census)",
-                "founded_year": "year the city was founded",
-                "elevation_m": "elevation above sea level, in metres",
-            },
-            ("{p}_city_profile", "{p}_lookup_city"),
-            ("{p}_get_city_attribute", "{p}_city_fact"),
-            "Look up a city in the {title}: its country, population (latest census), founding year and "
-            "elevation in metres. City names are matched case-insensitively.",
-        ),
-        RecordTable(
-            "country",
-            "atlas",
-            "country",
-            "country",
-            "country",
-            "countries",
-            {
-                "capital": "capital city",
-                "currency": "ISO-style code of the national currency",
-                "population": "number of inhabitants",
-                "area_km2": "land area in square kilometres",
-                "official_language": "official language",
-            },
-            ("{p}_country_profile", "{p}_lookup_country"),
-            ("{p}_get_country_attribute",),
-            "Get national statistics for a country from the {title}: capital, currency code, population, "
-            "land area (km²) and official language.",
-        ),
-        RecordTable(
-            "company",
-            "markets",
-            "company",
-            "company",
-            "company",
-            "companies",
-            {
-                "ticker": "stock ticker symbol",
-                "hq_city": "city where the company is headquartered",
-                "ceo": "current chief executive officer",
-                "founded_year": "year the company was founded",
-                "employees": "number of employees",
-                "sector": "business sector",
-            },
-            ("{p}_company_profile", "{p}_lookup_company"),
-            ("{p}_get_company_attribute",),
-            "Retrieve a company's corporate profile from {title}: ticker, headquarters city, CEO, founding "
-            "year, headcount and sector.",
-        ),
-        RecordTable(
-            "person",
-            "registry",
-            "person",
-            "name",
-            "name",
-            "people",
-            {
-                "birth_date": "date of birth (YYYY-MM-DD)",
-                "home_city": "city of residence",
-                "employer": "current employer",
-                "occupation": "occupation",
-            },
-            ("{p}_person_profile", "{p}_lookup_person"),
-            ("{p}_get_person_attribute",),
-            "Look up a person by full name in the {title}: date of birth, city of residence, employer and occupation.",
-        ),
-        RecordTable(
-            "product",
-            "catalog",
-            "product",
-            "product",
-            "product",
-            "products",
-            {
-                "maker": "company that manufactures the product",
-                "price": "list price in the maker's currency",
-                "currency": "currency code of the list price",
-                "weight_kg": "shipping weight in kilograms",
-                "category": "product category",
-                "sku": "stock keeping unit",
-            },
-            ("{p}_product_details", "{p}_lookup_product"),
-            ("{p}_get_product_attribute",),
-            "Fetch a product listing from the {title}: manufacturer, list price and its currency, weight in "
-            "kg, category and SKU.",
-        ),
-        RecordTable(
-            "event",
-            "events",
-            "event",
-            "event",
-            "event",
-            "events",
-            {
-                "city": "host city",
-                "start_date": "first day (YYYY-MM-DD)",
-                "end_date": "last day (YYYY-MM-DD)",
-                "category": "event category",
-            },
-            ("{p}_event_details", "{p}_lookup_event"),
-            ("{p}_get_event_attribute",),
-            "Get schedule details of a public event from the {title}: host city, first and last day, and category.",
-        ),
-        RecordTable(
-            "stock",
-            "markets",
-            "listed stock",
-            "ticker",
-            "ticker",
-            "tickers",
-            {
-                "company": "issuing company",
-                "price": "last traded share price",
-                "currency": "trading currency code",
-                "exchange": "exchange the stock trades on",
-            },
-            ("{p}_stock_quote", "{p}_get_share_price"),
-            (),
-            "Get the latest stock quote for a ticker symbol from {title}: last traded price, currency and exchange.",
-        ),
+def _rows(world: World, table: RecordTable) -> list[dict[str, Any]]:
+    """The table's records as the tool serves them: the name, then every field in order."""
+    return [
+        {table.label: name, **{f.name: _plain(f.read(record)) for f in table.fields}}
+        for name, record in table.etype.records(world).items()
     ]
-}
 
 
-def _rows(world: World, key: str) -> list[dict[str, Any]]:
-    w = world
-    if key == "city":
-        return [
-            {"city": c.name, "country": c.country, "population": c.population, "founded_year": c.founded_year,
-             "elevation_m": c.elevation_m}
-            for c in w.cities.values()
-        ]  # fmt: skip
-    if key == "country":
-        return [
-            {"country": c.name, "capital": c.capital, "currency": c.currency, "population": c.population,
-             "area_km2": c.area_km2, "official_language": c.official_language}
-            for c in w.countries.values()
-        ]  # fmt: skip
-    if key == "company":
-        return [
-            {"company": c.name, "ticker": c.ticker, "hq_city": c.hq_city, "ceo": c.ceo,
-             "founded_year": c.founded_year, "employees": c.employees, "sector": c.sector}
-            for c in w.companies.values()
-        ]  # fmt: skip
-    if key == "person":
-        return [
-            {"name": p.name, "birth_date": p.birth_date.isoformat(), "home_city": p.home_city,
-             "employer": p.employer, "occupation": p.occupation}
-            for p in w.people.values()
-        ]  # fmt: skip
-    if key == "product":
-        return [
-            {"product": p.name, "maker": p.maker, "price": _plain(p.price), "currency": p.currency,
-             "weight_kg": _plain(p.weight_kg), "category": p.category, "sku": p.sku}
-            for p in w.products.values()
-        ]  # fmt: skip
-    if key == "event":
-        return [
-            {"event": e.name, "city": e.city, "start_date": e.start_date.isoformat(),
-             "end_date": e.end_date.isoformat(), "category": e.category}
-            for e in w.events.values()
-        ]  # fmt: skip
-    if key == "stock":
-        return [
-            {"ticker": c.ticker, "company": c.name, "price": _plain(c.share_price), "currency": c.currency,
-             "exchange": c.exchange}
-            for c in w.companies.values()
-        ]  # fmt: skip
-    raise KeyError(key)
+def _profile_args(kind: RecordKind, record: str, field: str) -> dict[str, Any]:
+    # Half the golden calls ask for all fields: both are what a model would write.
+    if kind.rng.random() < 0.5:
+        return {kind.table.param: record}
+    return {kind.table.param: record, "fields": [field]}
+
+
+def _profile_schema(t: RecordTable, key: dict[str, Any], field_doc: str) -> dict[str, Any]:
+    fields = {
+        "type": "array",
+        "items": {"type": "string", "enum": [f.name for f in t.fields]},
+        "description": f"Fields to return (default: all). {field_doc}.",
+    }
+    return {"type": "object", "properties": {t.param: key, "fields": fields}, "required": [t.param]}
+
+
+def _attribute_schema(t: RecordTable, key: dict[str, Any], field_doc: str) -> dict[str, Any]:
+    attribute = {
+        "type": "string",
+        "enum": [f.name for f in t.fields],
+        "description": f"Which fact to return. {field_doc}.",
+    }
+    return {
+        "type": "object",
+        "properties": {t.param: key, "attribute": attribute},
+        "required": [t.param, "attribute"],
+        "additionalProperties": False,
+    }
+
+
+@dataclass(frozen=True)
+class _Style:
+    """One API style of a record lookup."""
+
+    template: str
+    names: Callable[[RecordTable], tuple[str, ...]]
+    args: Callable[[RecordKind, str, str], dict[str, Any]]  # (kind, record name, field)
+    schema: Callable[[RecordTable, dict[str, Any], str], dict[str, Any]]  # (table, key schema, field docs)
+    returns: Callable[[RecordTable], str]  # the docstring's last paragraph
+
+
+PROFILE = _Style(
+    "record_profile",
+    lambda t: t.profile_names,
+    _profile_args,
+    _profile_schema,
+    lambda t: (
+        f"Returns a dict with the {t.entity}'s name and the requested fields (all fields when\n`fields` is omitted)."
+    ),
+)
+ATTRIBUTE = _Style(
+    "record_attribute",
+    lambda t: t.attribute_names,
+    lambda kind, record, field: {kind.table.param: record, "attribute": field},
+    _attribute_schema,
+    lambda t: f'Returns {{"{t.label}": ..., "attribute": ..., "value": ...}}.',
+)
 
 
 class RecordKind(ToolKind):
@@ -281,76 +154,34 @@ class RecordKind(ToolKind):
         super().__init__(world, rng)
         self.key = key
         self.table = RECORD_TABLES[key]
-        self.style = "profile" if not self.table.attribute_names or rng.random() < 0.6 else "attribute"
-        names = self.table.profile_names if self.style == "profile" else self.table.attribute_names
-        self.name = rng.choice(names).format(p=self._prefix(self.table.service))
+        self.style = PROFILE if not self.table.attribute_names or rng.random() < 0.6 else ATTRIBUTE
+        self.name = rng.choice(self.style.names(self.table)).format(p=self._prefix(self.table.service))
 
     def args(self, record: str, field: str) -> dict[str, Any]:
-        t = self.table
-        if field not in t.fields:
-            raise KeyError(f"{t.key} has no field {field}")
-        if self.style == "attribute":
-            return {t.param: record, "attribute": field}
-        if self.rng.random() < 0.5:
-            return {t.param: record}
-        return {t.param: record, "fields": [field]}
+        if all(f.name != field for f in self.table.fields):
+            raise KeyError(f"{self.table.key} has no field {field}")
+        return self.style.args(self, record, field)
 
     def draft(self) -> ToolDraft:
         t = self.table
-        rows = _rows(self.world, t.key)
+        rows = _rows(self.world, t)
         title = self._title(t.service)
         example = rows[0][t.label]
         summary = t.summary.format(title=title)
-        field_doc = "; ".join(f"{f}: {d}" for f, d in t.fields.items())
-        returns = (
-            f"Returns a dict with the {t.entity}'s name and the requested fields (all fields when\n"
-            "`fields` is omitted)."
-            if self.style == "profile"
-            else f'Returns {{"{t.label}": ..., "attribute": ..., "value": ...}}.'
-        )
-        source = render(
-            "record_profile" if self.style == "profile" else "record_attribute",
-            self.name,
-            params={"entity": t.param},
-            data={
-                "_TITLE": title,
-                "_WHAT": t.entity,
-                "_PARAM": t.param,
-                "_LABEL": t.label,
-                "_RECORDS": {str(r[t.label]).casefold(): r for r in rows},
-                "_FIELDS": tuple(t.fields),
-            },
-            doc=f"{summary}\n\n{returns}\n",
-        )
-        param_schema = {"type": "string", "description": f"Name of the {t.entity}, e.g. {example!r}."}
-        if t.param == "ticker":
-            param_schema["description"] = f"Ticker symbol, e.g. {example!r}."
-        if self.style == "profile":
-            props = {
-                t.param: param_schema,
-                "fields": {
-                    "type": "array",
-                    "items": {"type": "string", "enum": list(t.fields)},
-                    "description": f"Fields to return (default: all). {field_doc}.",
-                },
-            }
-            params = {"type": "object", "properties": props, "required": [t.param]}
-        else:
-            props = {
-                t.param: param_schema,
-                "attribute": {
-                    "type": "string",
-                    "enum": list(t.fields),
-                    "description": f"Which fact to return. {field_doc}.",
-                },
-            }
-            params = {
-                "type": "object",
-                "properties": props,
-                "required": [t.param, "attribute"],
-                "additionalProperties": False,
-            }
-        return ToolDraft(self.name, summary, params, source)
+        data = {
+            "_TITLE": title,
+            "_WHAT": t.entity,
+            "_PARAM": t.param,
+            "_LABEL": t.label,
+            "_RECORDS": {str(r[t.label]).casefold(): r for r in rows},
+            "_FIELDS": tuple(f.name for f in t.fields),
+        }
+        doc = f"{summary}\n\n{self.style.returns(t)}\n"
+        source = render(self.style.template, self.name, params={"entity": t.param}, data=data, doc=doc)
+        what = "Ticker symbol" if t.etype is TICKER else f"Name of the {t.entity}"
+        key = {"type": "string", "description": f"{what}, e.g. {example!r}."}
+        field_doc = "; ".join(f"{f.name}: {f.doc}" for f in t.fields)
+        return ToolDraft(self.name, summary, self.style.schema(t, key, field_doc), source)
 
 
 # -- other data tools --------------------------------------------------------------------

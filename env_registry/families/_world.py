@@ -12,8 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 # Mostly single consonants and open syllables: pronounceable, varied, rarely clashing.
 _ONSETS = "b c d f g h k l m n p r s t v z b d k l m n r s t v".split() + "br dr gr kr st tr".split()
@@ -138,21 +140,33 @@ class World:
     usd_per_unit: dict[str, Decimal] = field(default_factory=dict)
     brands: dict[str, str] = field(default_factory=dict)  # data provider per service, e.g. "atlas" -> "Veltra"
 
-    def by_type(self, etype: str) -> dict:
-        return {
-            "country": self.countries,
-            "city": self.cities,
-            "company": self.companies,
-            "person": self.people,
-            "product": self.products,
-            "event": self.events,
-        }[etype]
-
     def distance(self, a: str, b: str) -> int:
         return self.distances_km[frozenset((a, b))]
 
     def tickers(self) -> dict[str, Company]:
         return {c.ticker: c for c in self.companies.values()}
+
+
+@dataclass(frozen=True)
+class EntityType:
+    """A kind of thing in the world: where its records are and how a question names one."""
+
+    key: str
+    records: Callable[[World], Mapping[str, Any]] = field(compare=False, repr=False)  # name -> record
+    article: bool = False  # named with "the" in questions: "the Zentra X2"
+
+    def display(self, name: str) -> str:
+        return f"the {name}" if self.article else name
+
+
+CITY = EntityType("city", lambda w: w.cities)
+COUNTRY = EntityType("country", lambda w: w.countries)
+COMPANY = EntityType("company", lambda w: w.companies)
+TICKER = EntityType("ticker", World.tickers)  # a listed company, named by its ticker symbol
+PERSON = EntityType("person", lambda w: w.people)
+PRODUCT = EntityType("product", lambda w: w.products, article=True)
+EVENT = EntityType("event", lambda w: w.events, article=True)
+ENTITY_TYPES = (CITY, COUNTRY, COMPANY, TICKER, PERSON, PRODUCT, EVENT)
 
 
 class _Names:
