@@ -254,7 +254,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from env_registry.shape import shape_of
+    from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 
     store = _store(args)
     domains: Counter = Counter()
@@ -266,7 +266,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     needs_tool = 0
     n_subs = 0
     names: set[str] = set()
-    for env in tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet):
+    apis: set[str] = set()
+    structures: set[str] = set()  # of the first STRUCTURE_SAMPLE environments, so stores compare
+    for i, env in enumerate(tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet)):
+        if i < STRUCTURE_SAMPLE:
+            structures.add(structure_of(env))
+        apis.update(tool_api(t) for t in env.tools)
         domains[env.domain] += 1
         types[env.scenario_type.value] += 1
         try:
@@ -286,6 +291,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "needs_tool_share": needs_tool / max(n_subs, 1),
         "golden_calls_mean": calls / max(n, 1),
         "distinct_tool_names": len(names),
+        "distinct_tool_apis": len(apis),
+        "one_tool_share": tools[1] / max(n, 1),
+        "distinct_structures": len(structures),
+        "structure_sample": min(n, STRUCTURE_SAMPLE),
         "domains": dict(domains),
         "scenario_types": dict(types),
         "hops": {str(k): v for k, v in hops.items()},
@@ -299,6 +308,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         _out(
             f"  {summary['sub_questions_mean']:.2f} sub-questions per env ({100 * summary['needs_tool_share']:.1f}% need "
             f"a tool), {summary['golden_calls_mean']:.2f} golden calls per env, {len(names)} distinct tool names"
+        )
+        _out(
+            f"  {len(structures)} distinct structures in the first {summary['structure_sample']} environments, "
+            f"{len(apis)} distinct tool APIs, {100 * summary['one_tool_share']:.1f}% of environments with one tool"
         )
         _table("domains", domains, n)
         _table("scenario types", types, n)

@@ -86,6 +86,7 @@ class Task:
     question: str
     final: Value
     unit: str = ""
+    rivals: tuple[str, ...] = ()  # the other candidates a comparison offers
 
 
 @dataclass(frozen=True)
@@ -145,7 +146,8 @@ class Builder:
         for _ in range(30):
             seen, ent, rels = {root, *avoid}, root, []
             for _ in range(length):
-                options = [r for r in self.vocab.rels_from(ent.etype) if self.step(r, ent) not in seen]
+                steps = ((r, self.step(r, ent)) for r in self.vocab.rels_from(ent.etype))
+                options = [r for r, nxt in steps if nxt.name is not None and nxt not in seen]
                 if not options:
                     break
                 rel = self.rng.choice(options)
@@ -160,8 +162,9 @@ class Builder:
         return Ent(rel.target, rel.resolve(self.world, ent.name))
 
     # steps
-    def chain(self, root: Ent, rels: list[Rel]) -> tuple[Ent, str | None]:
-        ent, prev = root, None
+    def chain(self, root: Ent, rels: list[Rel], dep: str | None = None) -> tuple[Ent, str | None]:
+        """One tool node per relation step from `root` (found by node `dep`, if any)."""
+        ent, prev = root, dep
         for rel in rels:
             nxt = self.step(rel, ent)
             question = rel.link.question.format(x=ent.display)
@@ -265,24 +268,51 @@ def multi_hop(b: Builder, depth: int) -> Task:
 
 
 def parallel_single_hop(b: Builder, depth: int) -> Task:
-    etypes = [t for t in b.domain.roots if b.attrs(t, need=lambda a: a.ask.cmp is not None)]
-    etype = b.rng.choice(etypes)
-    pool = list(etype.records(b.world))
-    k = min(len(pool), b.rng.choice([2, 2, 3, 3, 4]))
-    names = b.rng.sample(pool, k)
-    attr = b.rng.choice(b.attrs(etype, need=lambda a: a.ask.cmp is not None))
-    param = b.param_for(attr)
-    measures = [b.measure(Ent(etype, n), attr, None, param) for n in names]
+    """Which of k entities has the most or least of an attribute (looked up in parallel); half
+    of the time across two entity types compared on a shared attribute (a city's and a
+    company's founding year: two different tools)."""
+    pairs = _cross_pairs(b) if b.rng.random() < 0.5 else []
+    if pairs:
+        a1, a2 = b.rng.choice(pairs)
+        entities = [Ent(a.etype, n) for a in (a1, a2) for n in b.rng.sample(list(a.etype.records(b.world)), 1)]
+        attrs = [a1, a2]
+    else:
+        etypes = [t for t in b.domain.roots if b.attrs(t, need=lambda a: a.ask.cmp is not None)]
+        etype = b.rng.choice(etypes)
+        pool = list(etype.records(b.world))
+        k = min(len(pool), b.rng.choice([2, 2, 3, 3, 4]))
+        entities = [Ent(etype, n) for n in b.rng.sample(pool, k)]
+        attrs = [b.rng.choice(b.attrs(etype, need=lambda a: a.ask.cmp is not None))] * k
+    param = b.param_for(attrs[0])
+    measures = [b.measure(e, a, None, param) for e, a in zip(entities, attrs, strict=True)]
+    return _compare(b, [e.display for e in entities], entities, attrs[0], measures, param)
+
+
+def _cross_pairs(b: Builder) -> list[tuple[Attr, Attr]]:
+    keyed = [a for a in b.vocab.all_attrs if a.ask.cmp_key and a.climate == b.domain.climate]
+    return [(x, y) for x in keyed for y in keyed if x.ask.cmp_key == y.ask.cmp_key and x.etype != y.etype]
+
+
+def _compare(b: Builder, phrases: list[str], ends: list[Ent], attr: Attr, measures: list, param: Any) -> Task:
+    """The reasoning leaf of a comparison: which of `ends` (named in the question by `phrases`)
+    has the most or least; the others are the answer's rivals."""
     values = [m.value for m in measures]
     if len(set(values)) != len(values):
         raise Retry("equal values")
     want_max = b.rng.random() < 0.5
-    best = max(range(k), key=lambda i: values[i]) if want_max else min(range(k), key=lambda i: values[i])
+    best = (
+        max(range(len(values)), key=lambda i: values[i])
+        if want_max
+        else min(range(len(values)), key=lambda i: values[i])
+    )
     phrase = attr.ask.cmp[0 if want_max else 1].format(p=_param_text(param))
-    listed = _join([Ent(etype, n).display for n in names])
-    with_values = _join([f"{Ent(etype, n).display} ({fmt(v)})" for n, v in zip(names, values, strict=True)])
-    b.reason(f"Which of {with_values} {phrase}?", names[best], [m.node for m in measures])
-    return Task(f"Which of {listed} {phrase}?", names[best])
+    with_values = _join([f"{e.display} ({fmt(v)})" for e, v in zip(ends, values, strict=True)])
+    b.reason(f"Which of {with_values} {phrase}?", ends[best].name, [m.node for m in measures])
+    return Task(
+        f"Which of {_join(phrases)} {phrase}?",
+        ends[best].name,
+        rivals=tuple(e.name for i, e in enumerate(ends) if i != best),
+    )
 
 
 def p_distance(b: Builder, depth: int) -> Task:
@@ -498,14 +528,127 @@ def p_duration(b: Builder, depth: int) -> Task:
     return Task(f"How many days after the start of {fe.display} does {se.display} start?", value, "days")
 
 
+def _percentage(b: Builder, part: _Measure, whole: _Measure) -> Value:
+    value = round_half_up(exact(part.value) / exact(whole.value) * 100, 2)
+    b.tool(
+        "calculate_percentage",
+        f"What percentage of {fmt(whole.value)} is {fmt(part.value)}?",
+        value,
+        [part.node, whole.node],
+        lambda k: k.args(part.value, whole.value),
+    )
+    return value
+
+
+def p_share(b: Builder, depth: int) -> Task:
+    """The share of a country's population living in one of its cities: named (two hops), or
+    reached by a relation (its capital, its most populous city)."""
+    pop_country, pop_city = b.vocab.attr(COUNTRY, "population"), b.vocab.attr(CITY, "population")
+    to_city = [r for r in b.vocab.rels_from(COUNTRY) if r.target == CITY]
+    if depth == 2:
+        country = b.root((COUNTRY,))
+        city = Ent(CITY, b.rng.choice([c.name for c in b.world.cities.values() if c.country == country.name]))
+        whole, part = b.measure(country, pop_country, None), b.measure(city, pop_city, None)
+        value = _percentage(b, part, whole)
+        return Task(f"What percentage of the population of {country.name} lives in {city.name}?", value, "%")
+    root, rels = b.side(depth - 3, lambda e: e.etype == COUNTRY, None)
+    country, last = b.chain(root, rels)
+    rel = b.rng.choice(to_city)
+    whole = b.measure(country, pop_country, last)
+    city, link = b.chain(country, [rel], last)
+    part = b.measure(city, pop_city, link)
+    value = _percentage(b, part, whole)
+    where = rel.link.np.format(x="the country")
+    return Task(f"What percentage of the population of {_phrase(root, rels)} lives in {where}?", value, "%")
+
+
+def p_margin(b: Builder, depth: int) -> Task:
+    """A company's operating or net margin in one fiscal year: income as a percentage of revenue."""
+    root, rels = b.side(depth - 2, lambda e: e.etype == COMPANY, None)
+    end, last = b.chain(root, rels)
+    metric = b.rng.choice(["operating_income", "net_income"])
+    year = b.rng.choice(FISCAL_YEARS)
+    income = b.measure(end, b.vocab.attr(COMPANY, metric), last, year)
+    revenue = b.measure(end, b.vocab.attr(COMPANY, "revenue"), last, year)
+    value = _percentage(b, income, revenue)
+    words = metric.split("_")[0]
+    return Task(f"What was the {words} margin of {_phrase(root, rels)} in fiscal year {year}, in percent?", value, "%")
+
+
+def p_rate(b: Builder, depth: int) -> Task:
+    """The exchange rate between the currencies of two countries, each reached by a branch."""
+    w1, w2 = depth - 2, b.rng.randint(0, depth - 2)
+    r1, rels1 = b.side(w1, lambda e: e.etype == COUNTRY, None)
+    r2, rels2 = b.side(w2, lambda e: e.etype == COUNTRY, ANY_ROOT if w2 else (COUNTRY,), avoid={r1})
+    if b.walk_end(r1, rels1) == b.walk_end(r2, rels2):
+        raise Retry("same country")
+    (e1, n1), (e2, n2) = b.chain(r1, rels1), b.chain(r2, rels2)
+    codes, nodes = [], []
+    for end, last in ((e1, n1), (e2, n2)):
+        code = b.world.countries[end.name].currency
+        nodes.append(
+            b.tool(
+                "country",
+                f"Which currency does {end.name} use?",
+                code,
+                [last] if last else [],
+                lambda k, e=end: k.args(e.name, "currency"),
+            )
+        )
+        codes.append(code)
+    base, quote = codes
+    rates = b.world.usd_per_unit
+    value = round_half_up(exact(rates[base]) / exact(rates[quote]), 6)
+    b.tool(
+        "exchange_rate",
+        f"What is the exchange rate from {base} to {quote}?",
+        value,
+        nodes,
+        lambda k: k.args(base, quote),
+    )
+    question = f"How many units of the currency of {_phrase(r2, rels2)} does one unit of the currency of {_phrase(r1, rels1)} buy?"
+    return Task(_cap(question), value, f"{quote} per {base}")
+
+
+def p_compare(b: Builder, depth: int) -> Task:
+    """Which of two or three entities, each reached by a branch of relations, has the most or
+    least of an attribute: a comparison whose candidates the question does not name."""
+    w0 = depth - 1  # the measurement is one more hop
+    ws = [w0] + [b.rng.randint(0, w0) for _ in range(b.rng.choice([1, 1, 2]))]
+    etypes = [e for e in ANY_ROOT if b.attrs(e, need=lambda a: a.ask.cmp is not None)]
+    etype = b.rng.choice(etypes)
+    attr = b.rng.choice(b.attrs(etype, need=lambda a: a.ask.cmp is not None))
+    param = b.param_for(attr)
+    sides, ends = [], set()
+    for i, w in enumerate(ws):
+        roots = (etype,) if w == 0 else (None if i == 0 else ANY_ROOT)
+        root, rels = b.side(w, lambda e: e.etype == etype, roots, avoid=ends)
+        end = b.walk_end(root, rels)
+        if end in ends:
+            raise Retry("repeated entity")
+        ends.add(end)
+        sides.append((root, rels))
+    measures, phrases, reached = [], [], []
+    for root, rels in sides:
+        end, last = b.chain(root, rels)
+        measures.append(b.measure(end, attr, last, param))
+        phrases.append(_phrase(root, rels))
+        reached.append(end)
+    return _compare(b, phrases, reached, attr, measures, param)
+
+
 DOMAINS: dict[str, Domain] = {
     d.name: d
     for d in [
-        Domain("geography", (CITY, COUNTRY), (p_distance, p_percent, p_density, p_aggregate)),
-        Domain("finance", (COMPANY,), (p_growth, p_percent, p_distance, p_aggregate, p_fx)),
-        Domain("people", (PERSON,), (p_distance, p_fx, p_growth)),
-        Domain("retail", (PRODUCT,), (p_fx, p_growth, p_distance)),
-        Domain("climate", (CITY, COUNTRY, EVENT, PERSON, COMPANY), (p_aggregate, p_temp_range), climate=True),
-        Domain("events", (EVENT,), (p_duration, p_distance)),
+        Domain("geography", (CITY, COUNTRY), (p_distance, p_percent, p_density, p_aggregate, p_share, p_compare)),
+        Domain(
+            "finance", (COMPANY,), (p_growth, p_percent, p_distance, p_aggregate, p_fx, p_margin, p_rate, p_compare)
+        ),
+        Domain("people", (PERSON,), (p_distance, p_fx, p_growth, p_rate, p_compare)),
+        Domain("retail", (PRODUCT,), (p_fx, p_growth, p_distance, p_compare)),
+        Domain(
+            "climate", (CITY, COUNTRY, EVENT, PERSON, COMPANY), (p_aggregate, p_temp_range, p_compare), climate=True
+        ),
+        Domain("events", (EVENT,), (p_duration, p_distance, p_compare)),
     ]
 }

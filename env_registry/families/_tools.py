@@ -25,7 +25,7 @@ from typing import Any
 from env_registry.families._vocabulary import RECORD_TABLES, RecordTable
 from env_registry.families._world import FISCAL_YEARS, MONTHS, TICKER, World
 from env_registry.families.tool_templates import render
-from env_registry.families.tool_templates.convert_units import LENGTH_M, MASS_KG
+from env_registry.families.tool_templates.convert_units import LENGTH_M, MASS_KG, TEMPERATURE
 from env_registry.families.tool_templates.statistics import STATISTICS
 
 
@@ -103,6 +103,18 @@ def _profile_schema(t: RecordTable, key: dict[str, Any], field_doc: str) -> dict
     return {"type": "object", "properties": {t.param: key, "fields": fields}, "required": [t.param]}
 
 
+def _batch_args(kind: RecordKind, record: str, field: str) -> dict[str, Any]:
+    if kind.rng.random() < 0.5:
+        return {kind.table.plural: [record]}
+    return {kind.table.plural: [record], "fields": [field]}
+
+
+def _batch_schema(t: RecordTable, key: dict[str, Any], field_doc: str) -> dict[str, Any]:
+    names = {"type": "array", "items": key, "minItems": 1, "maxItems": 10, "description": f"Up to 10 {t.plural}."}
+    schema = _profile_schema(t, key, field_doc)
+    return {**schema, "properties": {t.plural: names, "fields": schema["properties"]["fields"]}, "required": [t.plural]}
+
+
 def _attribute_schema(t: RecordTable, key: dict[str, Any], field_doc: str) -> dict[str, Any]:
     attribute = {
         "type": "string",
@@ -122,39 +134,62 @@ class _Style:
     """One API style of a record lookup."""
 
     template: str
+    placeholder: str  # the template's name for the argument naming the records
+    param: Callable[[RecordTable], str]  # the argument's name in the tool
     names: Callable[[RecordTable], tuple[str, ...]]
     args: Callable[[RecordKind, str, str], dict[str, Any]]  # (kind, record name, field)
     schema: Callable[[RecordTable, dict[str, Any], str], dict[str, Any]]  # (table, key schema, field docs)
     returns: Callable[[RecordTable], str]  # the docstring's last paragraph
+    weight: int  # how often tables are served in this style
 
 
 PROFILE = _Style(
     "record_profile",
+    "entity",
+    lambda t: t.param,
     lambda t: t.profile_names,
     _profile_args,
     _profile_schema,
     lambda t: (
         f"Returns a dict with the {t.entity}'s name and the requested fields (all fields when\n`fields` is omitted)."
     ),
+    5,
 )
 ATTRIBUTE = _Style(
     "record_attribute",
+    "entity",
+    lambda t: t.param,
     lambda t: t.attribute_names,
     lambda kind, record, field: {kind.table.param: record, "attribute": field},
     _attribute_schema,
     lambda t: f'Returns {{"{t.label}": ..., "attribute": ..., "value": ...}}.',
+    3,
+)
+BATCH = _Style(
+    "record_batch",
+    "entities",
+    lambda t: t.plural,
+    lambda t: ("{p}_get_" + t.plural, "{p}_batch_" + t.plural),
+    _batch_args,
+    _batch_schema,
+    lambda t: (
+        f'Returns {{"results": [...]}}: per {t.entity} its name and the requested fields (all fields\n'
+        "when `fields` is omitted), in the order asked."
+    ),
+    2,
 )
 
 
 class RecordKind(ToolKind):
-    """A lookup over one table of the world, in one of two API styles: a profile (optional
-    `fields` list) or a single attribute (required `attribute` enum)."""
+    """A lookup over one table of the world, in one of three API styles: a profile (optional
+    `fields` list), a single attribute (required `attribute` enum) or a batch of profiles."""
 
     def __init__(self, world: World, rng: random.Random, key: str):
         super().__init__(world, rng)
         self.key = key
         self.table = RECORD_TABLES[key]
-        self.style = PROFILE if not self.table.attribute_names or rng.random() < 0.6 else ATTRIBUTE
+        styles = [s for s in (PROFILE, ATTRIBUTE, BATCH) if s.names(self.table)]
+        self.style = rng.choices(styles, weights=[s.weight for s in styles])[0]
         self.name = rng.choice(self.style.names(self.table)).format(p=self._prefix(self.table.service))
 
     def args(self, record: str, field: str) -> dict[str, Any]:
@@ -171,13 +206,14 @@ class RecordKind(ToolKind):
         data = {
             "_TITLE": title,
             "_WHAT": t.entity,
-            "_PARAM": t.param,
             "_LABEL": t.label,
             "_RECORDS": {str(r[t.label]).casefold(): r for r in rows},
             "_FIELDS": tuple(f.name for f in t.fields),
         }
         doc = f"{summary}\n\n{self.style.returns(t)}\n"
-        source = render(self.style.template, self.name, params={"entity": t.param}, data=data, doc=doc)
+        param = self.style.param(t)
+        data["_PARAM"] = param
+        source = render(self.style.template, self.name, params={self.style.placeholder: param}, data=data, doc=doc)
         what = "Ticker symbol" if t.etype is TICKER else f"Name of the {t.entity}"
         key = {"type": "string", "description": f"{what}, e.g. {example!r}."}
         field_doc = "; ".join(f"{f.name}: {f.doc}" for f in t.fields)
@@ -188,14 +224,18 @@ class RecordKind(ToolKind):
 
 
 class ClimateKind(ToolKind):
+    """Climate normals, in one of two API styles: one month of a city, or its whole year."""
+
     key = "climate"
 
     def __init__(self, world: World, rng: random.Random):
         super().__init__(world, rng)
-        self.name = rng.choice(["{p}_monthly_climate", "{p}_get_climate_normals"]).format(p=self._prefix("weather"))
+        self.by_month = rng.random() < 0.6
+        names = ["{p}_monthly_climate", "{p}_get_climate_normals"] if self.by_month else ["{p}_climate_year"]
+        self.name = rng.choice(names).format(p=self._prefix("weather"))
 
     def args(self, city: str, month: str) -> dict[str, Any]:
-        return {"city": city, "month": month}
+        return {"city": city, "month": month} if self.by_month else {"city": city}
 
     def draft(self) -> ToolDraft:
         title = self._title("weather")
@@ -208,6 +248,15 @@ class ClimateKind(ToolKind):
             for c in self.world.cities.values()
         }
         example = next(iter(self.world.cities))
+        city = {"type": "string", "description": f"City name, e.g. {example!r}."}
+        if not self.by_month:
+            description = (
+                f"Climate normals of a city from the {title}: average temperature in °C and average "
+                "precipitation in mm for each calendar month."
+            )
+            source = render("climate_year", self.name, data={"_TITLE": title, "_NORMALS": data}, doc=description)
+            params = {"type": "object", "properties": {"city": city}, "required": ["city"]}
+            return ToolDraft(self.name, description, params, source)
         doc = (
             "Long-term climate normals of a city for one month: mean air temperature (°C) and mean\n"
             f"precipitation (mm), from the {title}."
@@ -219,27 +268,27 @@ class ClimateKind(ToolKind):
             f"Monthly climate normals from the {title}: average temperature in °C and average precipitation "
             "in mm for a city and calendar month."
         )
-        params = {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string", "description": f"City name, e.g. {example!r}."},
-                "month": {"type": "string", "enum": list(MONTHS), "description": "Calendar month, lower case."},
-            },
-            "required": ["city", "month"],
-        }
+        month = {"type": "string", "enum": list(MONTHS), "description": "Calendar month, lower case."}
+        params = {"type": "object", "properties": {"city": city, "month": month}, "required": ["city", "month"]}
         return ToolDraft(self.name, description, params, source)
 
 
 class FinancialsKind(ToolKind):
+    """Annual results, in one of two API styles: one metric, or the whole income statement."""
+
     key = "financials"
     METRICS = ("revenue", "operating_income", "net_income")
 
     def __init__(self, world: World, rng: random.Random):
         super().__init__(world, rng)
-        self.name = rng.choice(["{p}_company_financials", "{p}_get_annual_results"]).format(p=self._prefix("markets"))
+        self.by_metric = rng.random() < 0.6
+        names = ["{p}_company_financials", "{p}_get_annual_results"] if self.by_metric else ["{p}_income_statement"]
+        self.name = rng.choice(names).format(p=self._prefix("markets"))
 
     def args(self, company: str, year: int, metric: str) -> dict[str, Any]:
-        return {"company": company, "fiscal_year": year, "metric": metric}
+        if self.by_metric:
+            return {"company": company, "fiscal_year": year, "metric": metric}
+        return {"company": company, "fiscal_year": year}
 
     def draft(self) -> ToolDraft:
         title = self._title("markets")
@@ -252,6 +301,19 @@ class FinancialsKind(ToolKind):
             for c in self.world.companies.values()
         }
         example = next(iter(self.world.companies))
+        props: dict[str, Any] = {
+            "company": {"type": "string", "description": f"Company name, e.g. {example!r}."},
+            "fiscal_year": {"type": "integer", "enum": list(FISCAL_YEARS), "description": "Fiscal year."},
+        }
+        if not self.by_metric:
+            description = (
+                f"Income statement of a company for one fiscal year from {title}: revenue, operating income and "
+                "net income, in millions of the company's reporting currency."
+            )
+            source = render("financials_statement", self.name, data={"_TITLE": title, "_RESULTS": data})
+            return ToolDraft(
+                self.name, description, {"type": "object", "properties": props, "required": list(props)}, source
+            )
         doc = f"Audited annual results of a listed company, in millions of its reporting currency,\nfrom {title}."
         source = render(
             "financials", self.name, data={"_TITLE": title, "_RESULTS": data, "_METRICS": self.METRICS}, doc=doc
@@ -260,19 +322,12 @@ class FinancialsKind(ToolKind):
             f"Annual financial results from {title}: revenue, operating income or net income of a company "
             "for a fiscal year, in millions of the company's reporting currency."
         )
-        params = {
-            "type": "object",
-            "properties": {
-                "company": {"type": "string", "description": f"Company name, e.g. {example!r}."},
-                "fiscal_year": {"type": "integer", "enum": list(FISCAL_YEARS), "description": "Fiscal year."},
-                "metric": {
-                    "type": "string",
-                    "enum": list(self.METRICS),
-                    "description": "Which figure to return (default revenue).",
-                },
-            },
-            "required": ["company", "fiscal_year"],
+        props["metric"] = {
+            "type": "string",
+            "enum": list(self.METRICS),
+            "description": "Which figure to return (default revenue).",
         }
+        params = {"type": "object", "properties": props, "required": ["company", "fiscal_year"]}
         return ToolDraft(self.name, description, params, source)
 
 
@@ -374,6 +429,114 @@ class FxKind(ToolKind):
         return ToolDraft(self.name, description, params, source)
 
 
+class EventsInCityKind(ToolKind):
+    """The events a city hosts, by start date."""
+
+    key = "events_in_city"
+
+    def __init__(self, world: World, rng: random.Random):
+        super().__init__(world, rng)
+        self.name = rng.choice(["{p}_events_in_city", "{p}_city_calendar"]).format(p=self._prefix("events"))
+
+    def args(self, city: str) -> dict[str, Any]:
+        return {"city": city} if self.rng.random() < 0.5 else {"city": city, "limit": self.rng.choice([3, 5])}
+
+    def draft(self) -> ToolDraft:
+        title = self._title("events")
+        events = [
+            {
+                "event": e.name,
+                "city": e.city,
+                "start_date": e.start_date.isoformat(),
+                "end_date": e.end_date.isoformat(),
+            }
+            for e in self.world.events.values()
+        ]
+        data = {"_TITLE": title, "_CITIES": {c.casefold(): c for c in self.world.cities}, "_EVENTS": events}
+        description = (
+            f"Public events a city hosts, from the {title}, ordered by start date (earliest first by default), "
+            "with their first and last day."
+        )
+        source = render("events_in_city", self.name, data=data, doc=description)
+        params = {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "Host city."},
+                "order": {"type": "string", "enum": ["asc", "desc"], "description": "By start date (default asc)."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Maximum number of events (default 10)."},
+            },
+            "required": ["city"],
+        }  # fmt: skip
+        return ToolDraft(self.name, description, params, source)
+
+
+class CatalogSearchKind(ToolKind):
+    """The products one company makes."""
+
+    key = "catalog_search"
+
+    def __init__(self, world: World, rng: random.Random):
+        super().__init__(world, rng)
+        self.name = rng.choice(["{p}_catalog_search", "{p}_products_by_maker"]).format(p=self._prefix("catalog"))
+
+    def args(self, maker: str) -> dict[str, Any]:
+        return {"maker": maker}
+
+    def draft(self) -> ToolDraft:
+        title = self._title("catalog")
+        products = [
+            {
+                "product": p.name,
+                "maker": p.maker,
+                "category": p.category,
+                "price": _plain(p.price),
+                "currency": p.currency,
+            }
+            for p in self.world.products.values()
+        ]
+        data = {"_TITLE": title, "_MAKERS": {c.casefold(): c for c in self.world.companies}, "_PRODUCTS": products}
+        description = (
+            f"Search the {title} by manufacturer: every product a company makes, with category and list price."
+        )
+        source = render("catalog_search", self.name, data=data, doc=description)
+        maker = {"type": "string", "description": "Manufacturer (company name)."}
+        return ToolDraft(
+            self.name, description, {"type": "object", "properties": {"maker": maker}, "required": ["maker"]}, source
+        )
+
+
+class RateKind(ToolKind):
+    """The reference exchange rate between two currencies."""
+
+    key = "exchange_rate"
+
+    def __init__(self, world: World, rng: random.Random):
+        super().__init__(world, rng)
+        self.name = rng.choice(["{p}_exchange_rate", "{p}_get_fx_rate"]).format(p=self._prefix("markets"))
+
+    def args(self, base: str, quote: str) -> dict[str, Any]:
+        return {"base": base, "quote": quote}
+
+    def draft(self) -> ToolDraft:
+        title = self._title("markets")
+        rates = {code: _plain(r) for code, r in self.world.usd_per_unit.items()}
+        codes = sorted(rates)
+        description = (
+            f"Reference exchange rate from {title}: how many units of the quote currency one unit of the base "
+            f"currency buys (6 decimals). Currencies: {', '.join(codes)}."
+        )
+        source = render("exchange_rate", self.name, data={"_USD_PER_UNIT": rates}, doc=description)
+        params = {
+            "type": "object",
+            "properties": {
+                "base": {"type": "string", "enum": codes, "description": "Currency code being priced."},
+                "quote": {"type": "string", "enum": codes, "description": "Currency code the price is given in."},
+            },
+            "required": ["base", "quote"],
+        }
+        return ToolDraft(self.name, description, params, source)
+
+
 # -- pure tools: identical in every environment ------------------------------------------
 
 
@@ -392,12 +555,6 @@ class PureKind(ToolKind):
         return ToolDraft(self.name, self.description, self.parameters, render(self.template, self.name))
 
 
-# Exact factors for the generator's answers, from the tool's own table (repr of a float is the
-# shortest decimal that reads back as it).
-LENGTH_UNITS = {unit: repr(factor) for unit, factor in LENGTH_M.items()}
-MASS_UNITS = {unit: repr(factor) for unit, factor in MASS_KG.items()}
-
-
 class ConvertUnits(PureKind):
     key = "convert_units"
     description = (
@@ -408,8 +565,8 @@ class ConvertUnits(PureKind):
         "type": "object",
         "properties": {
             "value": {"type": "number", "description": "The quantity to convert."},
-            "from_unit": {"type": "string", "enum": [*LENGTH_UNITS, *MASS_UNITS, "celsius", "fahrenheit"]},
-            "to_unit": {"type": "string", "enum": [*LENGTH_UNITS, *MASS_UNITS, "celsius", "fahrenheit"]},
+            "from_unit": {"type": "string", "enum": [*LENGTH_M, *MASS_KG, *TEMPERATURE]},
+            "to_unit": {"type": "string", "enum": [*LENGTH_M, *MASS_KG, *TEMPERATURE]},
         },
         "required": ["value", "from_unit", "to_unit"],
     }
@@ -528,11 +685,56 @@ class Statistics(PureKind):
         return {"values": [_plain(v) for v in values], "statistic": statistic}
 
 
+class AddDays(PureKind):
+    key = "add_days"
+    description = "The calendar date a number of days after (or, when negative, before) a date given as YYYY-MM-DD."
+    parameters = {
+        "type": "object",
+        "properties": {
+            "date": {"type": "string", "format": "date", "description": "Start date, YYYY-MM-DD."},
+            "days": {"type": "integer", "description": "Days to add (negative: subtract)."},
+        },
+        "required": ["date", "days"],
+    }
+    template = "add_days"
+
+    def args(self, date: dt.date, days: int) -> dict[str, Any]:
+        return {"date": date.isoformat(), "days": days}
+
+
+class Percentage(PureKind):
+    key = "calculate_percentage"
+    description = "One number as a percentage of another: part / whole * 100, rounded to 2 decimals."
+    parameters = {
+        "type": "object",
+        "properties": {
+            "part": {"type": "number", "description": "The share."},
+            "whole": {"type": "number", "description": "The total it is a share of; not zero."},
+        },
+        "required": ["part", "whole"],
+    }
+    template = "percentage"
+
+    def args(self, part: Any, whole: Any) -> dict[str, Any]:
+        return {"part": _plain(part), "whole": _plain(whole)}
+
+
 PURE_KINDS: dict[str, type[PureKind]] = {
-    k.key: k for k in (ConvertUnits, PercentChange, Density, DaysBetween, DayOfWeek, Age, Statistics)
+    k.key: k
+    for k in (ConvertUnits, PercentChange, Density, DaysBetween, DayOfWeek, Age, Statistics, AddDays, Percentage)
 }
 DATA_KINDS: dict[str, type[ToolKind]] = {
-    k.key: k for k in (ClimateKind, FinancialsKind, DistanceKind, ListCitiesKind, FxKind)
+    k.key: k
+    for k in (
+        ClimateKind,
+        FinancialsKind,
+        DistanceKind,
+        ListCitiesKind,
+        FxKind,
+        EventsInCityKind,
+        CatalogSearchKind,
+        RateKind,
+    )
 }
 
 

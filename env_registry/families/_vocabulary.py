@@ -116,6 +116,14 @@ AGE = Post(
 )  # fmt: skip
 
 
+def _add_days(main: str) -> Post:
+    return Post(
+        "add_days", "add_days", main, "What date is {p} days after {v}?", "",
+        lambda w, m: m.value + dt.timedelta(days=m.param), lambda k, m: k.args(m.value, m.param),
+        draw=lambda rng: rng.choice([7, 10, 14, 30, 45, 60, 90, 100]),
+    )  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Ask:
     """How a measured value is asked about."""
@@ -129,6 +137,7 @@ class Ask:
     stat: str | None = None  # statistic that makes sense across entities
     noun: str = ""  # short name for aggregate questions ("combined population of ...")
     unit_from: str | None = None  # the record field holding the unit (a price's currency)
+    cmp_key: str | None = None  # attributes of other entity types with the same key compare with it
 
 
 @dataclass(frozen=True)
@@ -170,6 +179,7 @@ class RecordTable:
     entity: str  # what one record is, in words
     param: str  # the argument naming the record
     label: str  # the output key holding the record's name
+    plural: str  # the argument listing records, in a batch lookup
     fields: tuple[Field, ...]
     profile_names: tuple[str, ...]
     attribute_names: tuple[str, ...]
@@ -185,7 +195,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
     t.key: t
     for t in [
         RecordTable(
-            "city", CITY, "atlas", "city", "city", "city",
+            "city", CITY, "atlas", "city", "city", "city", "cities",
             (
                 _F("country", "country the city belongs to", link=Link(
                     COUNTRY, "Which country is {x} in?", "the country of {x}", "find the country {x} is in")),
@@ -195,7 +205,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
                     noun="population")),
                 _F("founded_year", "year the city was founded", Ask(
                     "In what year was {x} founded?", "the founding year of {x}",
-                    cmp=("was founded most recently", "was founded earliest"))),
+                    cmp=("was founded most recently", "was founded earliest"), cmp_key="founded")),
                 _F("elevation_m", "elevation above sea level, in metres", Ask(
                     "What is the elevation of {x} in metres?", "the elevation of {x}", unit="m",
                     cmp=("lies highest", "lies lowest"), posts=(TO_FT,), percent=True, stat="mean",
@@ -207,7 +217,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
             "elevation in metres. City names are matched case-insensitively.",
         ),
         RecordTable(
-            "country", COUNTRY, "atlas", "country", "country", "country",
+            "country", COUNTRY, "atlas", "country", "country", "country", "countries",
             (
                 _F("capital", "capital city", link=Link(
                     CITY, "What is the capital of {x}?", "the capital of {x}", "find the capital of {x}")),
@@ -229,7 +239,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
             "land area (km²) and official language.",
         ),
         RecordTable(
-            "company", COMPANY, "markets", "company", "company", "company",
+            "company", COMPANY, "markets", "company", "company", "company", "companies",
             (
                 _F("ticker", "stock ticker symbol", link=Link(
                     TICKER, "What is the stock ticker of {x}?", "the stock ticker of {x}",
@@ -241,7 +251,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
                     PERSON, "Who is the CEO of {x}?", "the CEO of {x}", "find the CEO of {x}")),
                 _F("founded_year", "year the company was founded", Ask(
                     "In what year was {x} founded?", "the founding year of {x}",
-                    cmp=("was founded most recently", "was founded earliest"))),
+                    cmp=("was founded most recently", "was founded earliest"), cmp_key="founded")),
                 _F("employees", "number of employees", Ask(
                     "How many employees does {x} have?", "the headcount of {x}",
                     cmp=("has the most employees", "has the fewest employees"), percent=True, stat="sum",
@@ -255,7 +265,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
             "year, headcount and sector.",
         ),
         RecordTable(
-            "person", PERSON, "registry", "person", "name", "name",
+            "person", PERSON, "registry", "person", "name", "name", "names",
             (
                 _F("birth_date", "date of birth (YYYY-MM-DD)", Ask(
                     "What is the date of birth of {x}?", "the date of birth of {x}",
@@ -273,7 +283,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
             "occupation.",
         ),
         RecordTable(
-            "product", PRODUCT, "catalog", "product", "product", "product",
+            "product", PRODUCT, "catalog", "product", "product", "product", "products",
             (
                 _F("maker", "company that manufactures the product", link=Link(
                     COMPANY, "Which company makes {x}?", "the maker of {x}", "find the company that makes {x}")),
@@ -293,14 +303,16 @@ RECORD_TABLES: dict[str, RecordTable] = {
             "kg, category and SKU.",
         ),
         RecordTable(
-            "event", EVENT, "events", "event", "event", "event",
+            "event", EVENT, "events", "event", "event", "event", "events",
             (
                 _F("city", "host city", link=Link(
                     CITY, "In which city is {x} held?", "the host city of {x}", "find the city hosting {x}")),
                 _F("start_date", "first day (YYYY-MM-DD)", Ask(
                     "On what date does {x} start?", "the start date of {x}", cmp=("starts latest", "starts earliest"),
-                    posts=(WEEKDAY,))),
-                _F("end_date", "last day (YYYY-MM-DD)", Ask("On what date does {x} end?", "the end date of {x}")),
+                    posts=(WEEKDAY, _add_days("What date is {p} days after the start of {x}?")))),
+                _F("end_date", "last day (YYYY-MM-DD)", Ask(
+                    "On what date does {x} end?", "the end date of {x}",
+                    posts=(_add_days("What date is {p} days after the end of {x}?"),))),
                 _F("category", "event category"),
             ),
             ("{p}_event_details", "{p}_lookup_event"),
@@ -309,7 +321,7 @@ RECORD_TABLES: dict[str, RecordTable] = {
             "category.",
         ),
         RecordTable(
-            "stock", TICKER, "markets", "listed stock", "ticker", "ticker",
+            "stock", TICKER, "markets", "listed stock", "ticker", "ticker", "tickers",
             (
                 _F("company", "issuing company", attr="name"),
                 _F("price", "last traded share price", Ask(
@@ -354,7 +366,7 @@ class Rel:
     key: str
     tool: str
     link: Link
-    resolve: Callable[[World, str], str]  # (world, entity name) -> the target's name
+    resolve: Callable[[World, str], str | None]  # (world, entity name) -> the target's name, None: no such
     args: Callable[[Any, str], ToolArgs]  # (tool kind, entity name) -> call arguments
 
     @property
@@ -386,6 +398,20 @@ def _largest_city(w: World, country: str) -> str:
     return max((c for c in w.cities.values() if c.country == country), key=lambda c: c.population).name
 
 
+def _first_event(w: World, city: str) -> str | None:
+    """The event a city hosts first; None when it hosts none, or two start the same day."""
+    starts = sorted((e.start_date, e.name) for e in w.events.values() if e.city == city)
+    if not starts or len(starts) > 1 and starts[0][0] == starts[1][0]:
+        return None
+    return starts[0][1]
+
+
+def _only_product(w: World, company: str) -> str | None:
+    """The product a company makes; None unless it makes exactly one."""
+    made = [p.name for p in w.products.values() if p.maker == company]
+    return made[0] if len(made) == 1 else None
+
+
 # Measured values and relations answered by tools other than the record lookups.
 EXTRA_ATTRS = (
     Attr(
@@ -396,12 +422,25 @@ EXTRA_ATTRS = (
         draw=lambda rng: rng.choice(MONTHS), climate=True,
     ),
     Attr(
-        COMPANY, "revenue", "financials",
-        Ask("What was the revenue of {x} in fiscal year {p}, in millions?", "the fiscal {p} revenue of {x}",
-            unit="million"),
-        lambda w, name, year: w.companies[name].financials[year]["revenue"],
-        lambda k, name, year: k.args(name, year, "revenue"),
-        unit_of=lambda w, name: f"million {w.companies[name].currency}", draw=lambda rng: rng.choice(FISCAL_YEARS),
+        CITY, "precip", "climate",
+        Ask("What is the average {p} precipitation in {x}, in mm?", "the average {p} precipitation in {x}", unit="mm",
+            cmp=("gets the most precipitation in {p}", "gets the least precipitation in {p}"), stat="mean",
+            noun="{p} precipitation"),
+        lambda w, name, month: w.cities[name].precip_mm[month], lambda k, name, month: k.args(name, month),
+        draw=lambda rng: rng.choice(MONTHS), climate=True,
+    ),
+    *(
+        Attr(
+            COMPANY, metric, "financials",
+            Ask(f"What was the {words} of {{x}} in fiscal year {{p}}, in millions?", f"the fiscal {{p}} {words} of {{x}}",
+                unit="million"),
+            lambda w, name, year, metric=metric: w.companies[name].financials[year][metric],
+            lambda k, name, year, metric=metric: k.args(name, year, metric),
+            unit_of=lambda w, name: f"million {w.companies[name].currency}",
+            draw=lambda rng: rng.choice(FISCAL_YEARS),
+        )
+        for metric, words in (("revenue", "revenue"), ("operating_income", "operating income"),
+                              ("net_income", "net income"))
     ),
 )  # fmt: skip
 EXTRA_RELS = (
@@ -410,6 +449,17 @@ EXTRA_RELS = (
         Link(CITY, "What is the most populous city of {x}?", "the most populous city of {x}",
              "find the most populous city of {x}"),
         _largest_city, lambda k, name: k.args(name),
+    ),
+    Rel(
+        CITY, "first_event", "events_in_city",
+        Link(EVENT, "Which event held in {x} starts first?", "the first event held in {x}",
+             "find the event held in {x} that starts first"),
+        _first_event, lambda k, name: k.args(name),
+    ),
+    Rel(
+        COMPANY, "product", "catalog_search",
+        Link(PRODUCT, "Which product does {x} make?", "the product made by {x}", "find the product {x} makes"),
+        _only_product, lambda k, name: k.args(name),
     ),
 )  # fmt: skip
 

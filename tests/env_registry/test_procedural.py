@@ -15,7 +15,7 @@ from env_registry.families._vocabulary import RECORD_TABLES, Ask
 from env_registry.families._world import COMPANY, PERSON
 from env_registry.families.procedural import DOMAINS, generate
 from env_registry.matching import answer_in_text
-from env_registry.shape import shape_of
+from env_registry.shape import shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType
 from env_registry.validate import check_structure, validate_envs
 
@@ -120,3 +120,25 @@ def test_adding_a_domain_is_one_row(monkeypatch):
     assert [i for e in envs for i in check_structure(e)] == []
     report = validate_envs(envs[:8], concurrency=4, progress=False)
     assert report.ok, [str(i) for i in report.all_issues()[:5]]
+
+
+def test_variety_of_apis_and_structures():
+    # Before the tables were widened, these 300 envs had 25 APIs, 176 structures, 48% one-tool envs.
+    envs = generate(300, seed=1)
+    apis = {tool_api(t) for e in envs for t in e.tools}
+    assert len(apis) >= 36, sorted(apis)
+    assert len({structure_of(e) for e in envs}) >= 190
+    assert sum(len(e.tools) == 1 for e in envs) / len(envs) < 0.45
+
+
+def test_structure_ignores_names_and_data_but_not_apis(envs):
+    env = next(e for e in envs if len(e.tools) >= 2)
+    renamed = env.model_copy(deep=True)
+    old = renamed.tools[0].name
+    renamed.tools[0].name = "other_" + old
+    for q in renamed.sub_questions:
+        q.tool = "other_" + old if q.tool == old else q.tool
+        q.answer += " (changed)"
+    assert structure_of(renamed) == structure_of(env)
+    renamed.tools[0].parameters = {**renamed.tools[0].parameters, "properties": {"x": {"type": "string"}}}
+    assert structure_of(renamed) != structure_of(env)

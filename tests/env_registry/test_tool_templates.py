@@ -26,7 +26,7 @@ def run(source: str, function: str, *args, **kwargs):
 
 
 def test_every_template_renders_to_a_self_contained_standard_library_module():
-    assert len(TEMPLATES) >= 13
+    assert len(TEMPLATES) >= 20
     for name in TEMPLATES:
         slots = {
             n.target.id
@@ -54,6 +54,16 @@ def test_a_template_runs_directly_with_its_example_data():
     assert module("distance").road_distance("Springfield", "shelbyville", "mi")["distance"] == 26.1
     assert module("list_cities").list_cities("freedonia", limit=1)["cities"][0]["city"] == "Springfield"
     assert module("day_of_week").get_day_of_week("2025-01-01")["day_of_week"] == "Wednesday"
+    assert module("add_days").add_days("2024-12-25", 10)["result"] == "2025-01-04"
+    assert module("percentage").calculate_percentage(1, 8)["percentage"] == 12.5
+    assert module("exchange_rate").exchange_rate("eur", "USD")["rate"] == 1.08
+    assert module("record_batch").lookup_many(["springfield"], ["population"]) == {
+        "results": [{"city": "Springfield", "population": 30720}]
+    }
+    assert module("events_in_city").events_in_city("Springfield")["events"][0]["event"] == "Springfield Jazz Week"
+    assert module("catalog_search").catalog_search("ACME labs")["products"][0]["product"] == "Acme Drill X2"
+    assert module("climate_year").climate_year("springfield")["avg_temp_c"] == {"july": 21.5}
+    assert module("financials_statement").income_statement("Acme Labs", 2024)["revenue_millions"] == 120.5
 
 
 def test_rendering_fills_the_data_renames_and_documents_the_tool():

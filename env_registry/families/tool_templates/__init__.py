@@ -54,7 +54,15 @@ def _code(template: str) -> str:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         text = "".join(text.splitlines(keepends=True)[body[0].end_lineno :])
     text = _PRELUDE_IMPORT.sub(lambda m: _code(m.group(1)).rstrip("\n") + "\n\n\n", text.lstrip("\n"))
-    return _BLANK_RUNS.sub("\n\n\n", text)
+    imports: set[str] = set()  # a prelude and the template may import the same module
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith("import "):
+            if line in imports:
+                continue
+            imports.add(line)
+        lines.append(line)
+    return _BLANK_RUNS.sub("\n\n\n", "".join(lines))
 
 
 def _rename(text: str, names: Mapping[str, str], template: str) -> str:

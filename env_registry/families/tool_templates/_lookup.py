@@ -5,14 +5,14 @@
 import difflib
 
 
-def _find(names: dict, value: object, role: str, what: str, where: str) -> str:
-    """The key of `value` in `names` (casefolded name -> display name), or a ValueError."""
+def _find(known: dict, value: object, role: str, what: str, where: str) -> str:
+    """The key of `value` in `known` (casefolded name -> display name), or a ValueError."""
     if not isinstance(value, str) or not value.strip():
-        example = next(iter(names.values()))
+        example = next(iter(known.values()))
         raise ValueError(f"'{role}' must be a non-empty string, for example {example!r}")
     key = " ".join(value.split()).casefold()
-    if key in names:
+    if key in known:
         return key
-    close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
-    hint = (" Did you mean: " + ", ".join(names[k] for k in close) + "?") if close else ""
+    close = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+    hint = (" Did you mean: " + ", ".join(known[k] for k in close) + "?") if close else ""
     raise ValueError(f"No {what} named {value!r} in the {where}.{hint}")
