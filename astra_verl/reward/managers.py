@@ -32,7 +32,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from astra_verl.reward.f1 import DEFAULT_EPS, RewardMode, score_episode
 from astra_verl.rollout.call_log import CallLogError, EpisodeLog
-from env_registry.spec import SPEC_VERSION, RewardTarget
+from env_registry.spec import READABLE_SPEC_VERSIONS, RewardTarget
 
 __all__ = [
     "AstraF1RewardManager",
@@ -120,9 +120,10 @@ def parse_target(ground_truth: Any) -> RewardTarget:
     target = parse_ground_truth(
         ground_truth, RewardTarget, "re-export the rows with `python -m env_registry export-parquet`"
     )
-    if target.spec_version != SPEC_VERSION:
+    if target.spec_version not in READABLE_SPEC_VERSIONS:
         raise RewardInputError(
-            f"reward_model.ground_truth has spec_version {target.spec_version}; this reader knows {SPEC_VERSION}"
+            f"reward_model.ground_truth has spec_version {target.spec_version}; this reader knows "
+            f"{list(READABLE_SPEC_VERSIONS)}"
         )
     if not target.sub_questions:
         raise RewardInputError(f"reward_model.ground_truth of env {target.env_id} has no sub_questions")

@@ -19,7 +19,7 @@ from typing import Any
 import sympy
 
 from env_registry.families._tools import ToolKind, make_kind
-from env_registry.families._values import Retry, Value, exact, fmt, round_half_up
+from env_registry.families._values import Retry, Value, exact, fmt, round_half_up, rule_for
 from env_registry.families._vocabulary import Attr, Measured, Post, Rel, Vocabulary, convert_money
 from env_registry.families._world import (
     CITY,
@@ -32,6 +32,7 @@ from env_registry.families._world import (
     EntityType,
     World,
 )
+from env_registry.matching import answer_in_output
 
 ANY_ROOT = (CITY, COUNTRY, COMPANY, PERSON, PRODUCT, EVENT)
 
@@ -71,6 +72,7 @@ class Node:
     kind: str | None  # tool kind; None for a leaf answered by reasoning
     args: dict[str, Any] | None
     hop: int
+    rivals: tuple[str, ...] = ()  # a comparison leaf's other candidates
 
 
 @dataclass
@@ -114,13 +116,17 @@ class Builder:
         return 1 + max((by_id[d].hop for d in deps), default=0)
 
     def tool(self, kind: str, question: str, value: Value, deps: list[str], args_of: Callable[[Any], dict]) -> str:
-        k = self.kind(kind)
-        node = Node(f"q{len(self.nodes) + 1}", question, value, deps, kind, args_of(k), self._hop(deps))
+        args = args_of(self.kind(kind))
+        answer = fmt(value)
+        if not answer_in_output(answer, answer, args, rule_for(value)):
+            # The reward masks what a call was given: an answer equal to an input cannot be retrieved.
+            raise Retry("the answer echoes an argument")
+        node = Node(f"q{len(self.nodes) + 1}", question, value, deps, kind, args, self._hop(deps))
         self.nodes.append(node)
         return node.id
 
-    def reason(self, question: str, value: Value, deps: list[str]) -> str:
-        node = Node(f"q{len(self.nodes) + 1}", question, value, deps, None, None, self._hop(deps))
+    def reason(self, question: str, value: Value, deps: list[str], rivals: tuple[str, ...] = ()) -> str:
+        node = Node(f"q{len(self.nodes) + 1}", question, value, deps, None, None, self._hop(deps), rivals)
         self.nodes.append(node)
         return node.id
 
@@ -307,12 +313,9 @@ def _compare(b: Builder, phrases: list[str], ends: list[Ent], attr: Attr, measur
     )
     phrase = attr.ask.cmp[0 if want_max else 1].format(p=_param_text(param))
     with_values = _join([f"{e.display} ({fmt(v)})" for e, v in zip(ends, values, strict=True)])
-    b.reason(f"Which of {with_values} {phrase}?", ends[best].name, [m.node for m in measures])
-    return Task(
-        f"Which of {_join(phrases)} {phrase}?",
-        ends[best].name,
-        rivals=tuple(e.name for i, e in enumerate(ends) if i != best),
-    )
+    rivals = tuple(e.name for i, e in enumerate(ends) if i != best)
+    b.reason(f"Which of {with_values} {phrase}?", ends[best].name, [m.node for m in measures], rivals)
+    return Task(f"Which of {_join(phrases)} {phrase}?", ends[best].name, rivals=rivals)
 
 
 def p_distance(b: Builder, depth: int) -> Task:

@@ -27,6 +27,7 @@ from env_registry.families._world import FISCAL_YEARS, MONTHS, TICKER, World
 from env_registry.families.tool_templates import render
 from env_registry.families.tool_templates.convert_units import LENGTH_M, MASS_KG, TEMPERATURE
 from env_registry.families.tool_templates.statistics import STATISTICS
+from env_registry.spec import CallKey
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,10 @@ class ToolKind:
         self.name = ""
 
     def draft(self) -> ToolDraft:
+        raise NotImplementedError
+
+    def call_key(self) -> CallKey:
+        """The arguments that identify what a call of this tool asks (see `CallKey`)."""
         raise NotImplementedError
 
     def _title(self, service: str) -> str:
@@ -141,6 +146,7 @@ class _Style:
     schema: Callable[[RecordTable, dict[str, Any], str], dict[str, Any]]  # (table, key schema, field docs)
     returns: Callable[[RecordTable], str]  # the docstring's last paragraph
     weight: int  # how often tables are served in this style
+    key: Callable[[RecordTable], CallKey]
 
 
 PROFILE = _Style(
@@ -154,6 +160,7 @@ PROFILE = _Style(
         f"Returns a dict with the {t.entity}'s name and the requested fields (all fields when\n`fields` is omitted)."
     ),
     5,
+    lambda t: CallKey(params=[t.param]),  # `fields` only selects what comes back
 )
 ATTRIBUTE = _Style(
     "record_attribute",
@@ -164,6 +171,7 @@ ATTRIBUTE = _Style(
     _attribute_schema,
     lambda t: f'Returns {{"{t.label}": ..., "attribute": ..., "value": ...}}.',
     3,
+    lambda t: CallKey(params=[t.param, "attribute"]),
 )
 BATCH = _Style(
     "record_batch",
@@ -177,6 +185,7 @@ BATCH = _Style(
         "when `fields` is omitted), in the order asked."
     ),
     2,
+    lambda t: CallKey(params=[t.plural], includes=[t.plural]),  # a batch may hold more records
 )
 
 
@@ -196,6 +205,9 @@ class RecordKind(ToolKind):
         if all(f.name != field for f in self.table.fields):
             raise KeyError(f"{self.table.key} has no field {field}")
         return self.style.args(self, record, field)
+
+    def call_key(self) -> CallKey:
+        return self.style.key(self.table)
 
     def draft(self) -> ToolDraft:
         t = self.table
@@ -236,6 +248,9 @@ class ClimateKind(ToolKind):
 
     def args(self, city: str, month: str) -> dict[str, Any]:
         return {"city": city, "month": month} if self.by_month else {"city": city}
+
+    def call_key(self) -> CallKey:
+        return CallKey(params=["city", "month"] if self.by_month else ["city"])
 
     def draft(self) -> ToolDraft:
         title = self._title("weather")
@@ -290,6 +305,11 @@ class FinancialsKind(ToolKind):
             return {"company": company, "fiscal_year": year, "metric": metric}
         return {"company": company, "fiscal_year": year}
 
+    def call_key(self) -> CallKey:
+        if self.by_metric:
+            return CallKey(params=["company", "fiscal_year", "metric"], defaults={"metric": "revenue"})
+        return CallKey(params=["company", "fiscal_year"])
+
     def draft(self) -> ToolDraft:
         title = self._title("markets")
         data = {
@@ -341,6 +361,12 @@ class DistanceKind(ToolKind):
     def args(self, a: str, b: str, unit: str) -> dict[str, Any]:
         return {"origin": a, "destination": b, "unit": unit}
 
+    def call_key(self) -> CallKey:
+        # A road distance is symmetric: either city may come first.
+        return CallKey(
+            params=["origin", "destination", "unit"], unordered=[["origin", "destination"]], defaults={"unit": "km"}
+        )
+
     def draft(self) -> ToolDraft:
         title = self._title("atlas")
         names = {c.casefold(): c for c in self.world.cities}
@@ -369,6 +395,10 @@ class ListCitiesKind(ToolKind):
 
     def args(self, country: str) -> dict[str, Any]:
         return {"country": country, "sort_by": "population", "order": "desc", "limit": self.rng.choice([3, 5, 10])}
+
+    def call_key(self) -> CallKey:
+        # The sort decides which city comes first; `limit` only cuts the list.
+        return CallKey(params=["country", "sort_by", "order"], defaults={"sort_by": "population", "order": "desc"})
 
     def draft(self) -> ToolDraft:
         title = self._title("atlas")
@@ -407,6 +437,9 @@ class FxKind(ToolKind):
     def args(self, amount: Decimal, src: str, dst: str) -> dict[str, Any]:
         return {"amount": _plain(amount), "from_currency": src, "to_currency": dst}
 
+    def call_key(self) -> CallKey:
+        return CallKey(params=["amount", "from_currency", "to_currency"])
+
     def draft(self) -> ToolDraft:
         title = self._title("markets")
         rates = {code: _plain(r) for code, r in self.world.usd_per_unit.items()}
@@ -440,6 +473,9 @@ class EventsInCityKind(ToolKind):
 
     def args(self, city: str) -> dict[str, Any]:
         return {"city": city} if self.rng.random() < 0.5 else {"city": city, "limit": self.rng.choice([3, 5])}
+
+    def call_key(self) -> CallKey:
+        return CallKey(params=["city", "order"], defaults={"order": "asc"})
 
     def draft(self) -> ToolDraft:
         title = self._title("events")
@@ -482,6 +518,9 @@ class CatalogSearchKind(ToolKind):
     def args(self, maker: str) -> dict[str, Any]:
         return {"maker": maker}
 
+    def call_key(self) -> CallKey:
+        return CallKey(params=["maker"])
+
     def draft(self) -> ToolDraft:
         title = self._title("catalog")
         products = [
@@ -517,6 +556,9 @@ class RateKind(ToolKind):
     def args(self, base: str, quote: str) -> dict[str, Any]:
         return {"base": base, "quote": quote}
 
+    def call_key(self) -> CallKey:
+        return CallKey(params=["base", "quote"])
+
     def draft(self) -> ToolDraft:
         title = self._title("markets")
         rates = {code: _plain(r) for code, r in self.world.usd_per_unit.items()}
@@ -546,6 +588,7 @@ class PureKind(ToolKind):
     description = ""
     parameters: dict[str, Any] = {}
     template = ""  # module in tool_templates
+    identifying = CallKey(params=[])  # every input of a pure tool says what it computes
 
     def __init__(self, world: World, rng: random.Random):
         super().__init__(world, rng)
@@ -553,6 +596,9 @@ class PureKind(ToolKind):
 
     def draft(self) -> ToolDraft:
         return ToolDraft(self.name, self.description, self.parameters, render(self.template, self.name))
+
+    def call_key(self) -> CallKey:
+        return self.identifying
 
 
 class ConvertUnits(PureKind):
@@ -571,6 +617,7 @@ class ConvertUnits(PureKind):
         "required": ["value", "from_unit", "to_unit"],
     }
     template = "convert_units"
+    identifying = CallKey(params=["value", "from_unit", "to_unit"])
 
     def args(self, value: Any, src: str, dst: str) -> dict[str, Any]:
         return {"value": _plain(value), "from_unit": src, "to_unit": dst}
@@ -588,6 +635,7 @@ class PercentChange(PureKind):
         "required": ["old_value", "new_value"],
     }
     template = "percentage_change"
+    identifying = CallKey(params=["old_value", "new_value"])
 
     def args(self, old: Any, new: Any) -> dict[str, Any]:
         return {"old_value": _plain(old), "new_value": _plain(new)}
@@ -605,6 +653,7 @@ class Density(PureKind):
         "required": ["population", "area_km2"],
     }
     template = "population_density"
+    identifying = CallKey(params=["population", "area_km2"])
 
     def args(self, population: int, area: int) -> dict[str, Any]:
         return {"population": population, "area_km2": area}
@@ -626,6 +675,7 @@ class DaysBetween(PureKind):
         "required": ["start_date", "end_date"],
     }
     template = "days_between"
+    identifying = CallKey(params=["start_date", "end_date", "inclusive"], defaults={"inclusive": False})
 
     def args(self, start: dt.date, end: dt.date, inclusive: bool) -> dict[str, Any]:
         out: dict[str, Any] = {"start_date": start.isoformat(), "end_date": end.isoformat()}
@@ -643,6 +693,7 @@ class DayOfWeek(PureKind):
         "required": ["date"],
     }
     template = "day_of_week"
+    identifying = CallKey(params=["date"])
 
     def args(self, date: dt.date) -> dict[str, Any]:
         return {"date": date.isoformat()}
@@ -660,6 +711,7 @@ class Age(PureKind):
         "required": ["birth_date", "on_date"],
     }
     template = "age"
+    identifying = CallKey(params=["birth_date", "on_date"])
 
     def args(self, born: dt.date, on: dt.date) -> dict[str, Any]:
         return {"birth_date": born.isoformat(), "on_date": on.isoformat()}
@@ -680,6 +732,7 @@ class Statistics(PureKind):
         "required": ["values", "statistic"],
     }
     template = "statistics"
+    identifying = CallKey(params=["values", "statistic"])
 
     def args(self, values: list[Any], statistic: str) -> dict[str, Any]:
         return {"values": [_plain(v) for v in values], "statistic": statistic}
@@ -697,6 +750,7 @@ class AddDays(PureKind):
         "required": ["date", "days"],
     }
     template = "add_days"
+    identifying = CallKey(params=["date", "days"])
 
     def args(self, date: dt.date, days: int) -> dict[str, Any]:
         return {"date": date.isoformat(), "days": days}
@@ -714,6 +768,7 @@ class Percentage(PureKind):
         "required": ["part", "whole"],
     }
     template = "percentage"
+    identifying = CallKey(params=["part", "whole"])
 
     def args(self, part: Any, whole: Any) -> dict[str, Any]:
         return {"part": _plain(part), "whole": _plain(whole)}

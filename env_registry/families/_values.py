@@ -12,6 +12,8 @@ from decimal import Decimal
 
 import sympy
 
+from env_registry.spec import AnswerRule
+
 Value = int | Decimal | dt.date | str
 
 
@@ -37,3 +39,13 @@ def fmt(v: Value) -> str:
     if isinstance(v, dt.date):
         return v.isoformat()
     return str(v)
+
+
+def rule_for(v: Value, rivals: tuple[str, ...] = ()) -> AnswerRule:
+    """How an answer of this value is matched: names and dates as text, integers exactly,
+    decimals within the default tolerance; `rivals` are the other candidates a question offers."""
+    if isinstance(v, bool) or isinstance(v, str) or isinstance(v, dt.date):
+        return AnswerRule(kind="text", rivals=list(rivals))
+    if isinstance(v, int):
+        return AnswerRule(kind="numeric", rel_tol=0, abs_tol=0, rivals=list(rivals))
+    return AnswerRule(kind="numeric", rivals=list(rivals))

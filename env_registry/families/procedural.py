@@ -32,18 +32,16 @@ four (see `env_registry.shape`); hops (longest tool chain) from 1 to `max_hops`.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import random
 from collections.abc import Iterator, Sequence
 
 from env_registry.families._tasks import DOMAINS, Builder, Task, multi_hop, parallel_single_hop, single_hop
-from env_registry.families._values import Retry, Value, fmt
+from env_registry.families._values import Retry, Value, fmt, rule_for
 from env_registry.families._vocabulary import Vocabulary
 from env_registry.families._world import build_world
 from env_registry.shape import classify
 from env_registry.spec import (
-    AnswerRule,
     EnvSpec,
     GoldenCall,
     Provenance,
@@ -63,14 +61,6 @@ _BUILDERS = {
 }
 
 
-def _rule(v: Value) -> AnswerRule:
-    if isinstance(v, bool) or isinstance(v, str) or isinstance(v, dt.date):
-        return AnswerRule(kind="text")
-    if isinstance(v, int):
-        return AnswerRule(kind="numeric", rel_tol=0, abs_tol=0)
-    return AnswerRule(kind="numeric")
-
-
 def _with_unit(v: Value, unit: str) -> str:
     return fmt(v) + unit if unit == "%" else f"{fmt(v)} {unit}".strip()
 
@@ -84,9 +74,11 @@ def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int
     for n in b.nodes:
         if n.kind is None:
             continue
-        call = GoldenCall(args=n.args, expected=fmt(n.value))
-        if call not in golden[n.kind]:
-            golden[n.kind].append(call)
+        same = [g for g in golden[n.kind] if g.args == n.args and g.expected == fmt(n.value)]
+        if same:
+            same[0].answers.append(n.id)  # one call answers several sub-questions
+        else:
+            golden[n.kind].append(GoldenCall(args=n.args, expected=fmt(n.value), answers=[n.id]))
     tools = []
     for key, kind in b.kinds.items():
         d = kind.draft()
@@ -97,6 +89,7 @@ def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int
                 parameters=json.loads(json.dumps(d.parameters)),
                 source=d.source,
                 golden_calls=golden[key],
+                call_key=kind.call_key(),
             )
         )
     subs = [
@@ -108,7 +101,7 @@ def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int
             needs_tool=n.kind is not None,
             tool=names[n.kind] if n.kind else None,
             hop_level=n.hop,
-            match=_rule(n.value),
+            match=rule_for(n.value, n.rivals),
         )
         for n in b.nodes
     ]
@@ -123,7 +116,7 @@ def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int
         scenario_type=stype,
         sub_questions=subs,
         tools=tools,
-        final_match=_rule(task.final),
+        final_match=rule_for(task.final, task.rivals),
         provenance=Provenance(generator=GENERATOR, seed=seed, source=f"{GENERATOR}:{FAMILY_VERSION}:{seed}:{index}"),
     )
 
