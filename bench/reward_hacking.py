@@ -44,11 +44,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import verl  # noqa: E402, F401, I001  (first, as in training: importing verl loads our plugin, which imports the rollout)
 from astra_verl.reward.f1 import score_episode  # noqa: E402
 from astra_verl.reward.solved import solved_by_call  # noqa: E402
 from astra_verl.rollout.call_log import CallRecord, EpisodeLog  # noqa: E402
-from astra_verl.rollout.tool_parser import ParsedCall  # noqa: E402
+from astra_verl.rollout.call_parsing import ParsedCall  # noqa: E402
 from astra_verl.rollout.toolset import ToolCatalog, Toolset  # noqa: E402
 from astra_verl.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402

@@ -14,7 +14,7 @@ Tools. The prompt carries no tool schemas: the agent loop renders `RowInfo.tools
 through the store) with the chat template. Which tools a row shows is decided here, once, by a
 mixer `(env, seed) -> list[ToolRef]` returning the episode's whole tool list in prompt order:
 the environment's own tools and distractors from other environments, already shuffled
-(`astra_verl.rollout.mixing.build_mixer` builds one). Without a mixer a row shows its own tools
+(`env_registry.mixing.build_mixer` builds one). Without a mixer a row shows its own tools
 in spec order. The export checks the mixer's list: every own tool exactly once, unique names,
 distractors only from other environments and present in the store.
 
@@ -46,6 +46,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field, field_validator
+from tqdm.auto import tqdm
+
+from astra_verl.strict import StrictModel
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef
 from env_registry.spec import EnvSpec
 
@@ -85,20 +91,31 @@ def _row_seed(seed: int, env_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{env_id}".encode()).digest()[:4], "big")
 
 
-@dataclass
-class ExportConfig:
+class ExportConfig(StrictModel):
+    """How rows are exported (written into the export's manifest)."""
+
+    section = "export config"
+
     mixing_mode: str = "none"
     seed: int = 0
     val_fraction: float = 0.1
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
-    interaction_kwargs: dict[str, Any] = field(default_factory=lambda: {"name": DEFAULT_INTERACTION})
+    interaction_kwargs: dict[str, Any] = Field(default_factory=lambda: {"name": DEFAULT_INTERACTION})
     max_prompt_length: int | None = None
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.val_fraction < 1:
-            raise ExportError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
-        if "name" not in self.interaction_kwargs:
-            raise ExportError("interaction_kwargs needs a 'name' (the environment-interaction hook)")
+    @field_validator("val_fraction")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        if not 0 <= value < 1:
+            raise ValueError(f"must be in [0, 1), got {value}")
+        return value
+
+    @field_validator("interaction_kwargs")
+    @classmethod
+    def _names_a_hook(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "name" not in value:
+            raise ValueError("needs a 'name' (the environment-interaction hook)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -185,8 +202,6 @@ def export_rows(
 ) -> ExportResult:
     """Rows for `envs` (default: the whole store). `store` resolves distractors and is recorded
     in each row (`RowInfo.store`) as an absolute path."""
-    from tqdm.auto import tqdm
-
     cfg = config or ExportConfig()
     if cfg.max_prompt_length is not None and tokenizer is None:
         raise ExportError("max_prompt_length needs a tokenizer to measure prompts")
@@ -235,9 +250,6 @@ def export_rows(
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path, schema: Any = None) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
@@ -246,8 +258,6 @@ def write_parquet(rows: list[dict[str, Any]], path: Path, schema: Any = None) ->
 
 def write_export(result: ExportResult, out: str | Path, config: ExportConfig, extra: dict[str, Any]) -> Path:
     """Write `<out>/mix_<mode>/{train,val}.parquet`, `dropped.jsonl`, `manifest.json`; returns the folder."""
-    import pyarrow as pa
-
     folder = Path(out) / f"mix_{config.mixing_mode}"
     sample = (result.train or result.val)[:1]
     schema = pa.Table.from_pylist(sample).schema if sample else None  # an empty split keeps the columns
@@ -264,7 +274,7 @@ def write_export(result: ExportResult, out: str | Path, config: ExportConfig, ex
         "dropped_rows": len(result.dropped),
         "distractors": result.distractors,
         "mixing": result.mixing,
-        "config": asdict(config),
+        "config": config.model_dump(mode="json"),
         **extra,
     }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -45,7 +45,6 @@ import ast
 import asyncio
 import json
 import keyword
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -56,7 +55,9 @@ from typing import Any
 import jsonschema
 import networkx as nx
 from pydantic import ValidationError
+from tqdm.auto import tqdm
 
+from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
 from env_registry.matching import answer_in_output, answer_in_text
 from env_registry.shape import classify, shape_of
 from env_registry.spec import AnswerRule, EnvSpec, ToolSpec
@@ -97,6 +98,7 @@ class ValidationIssue:
     field: str  # path into the spec, e.g. "sub_questions[2].depends_on[0]"
     rule: Rule
     message: str
+    golden_call: tuple[int, int] | None = None  # (tool index, golden-call index) of a replay issue about one call
 
     def __str__(self) -> str:
         return f"{self.env_id or '<no id>'} {self.field}: [{self.rule.value}] {self.message}"
@@ -113,8 +115,8 @@ class _Issues(list):
         super().__init__()
         self.env_id = env_id
 
-    def add(self, path: str, rule: Rule, message: str) -> None:
-        self.append(ValidationIssue(self.env_id, path, rule, message))
+    def add(self, path: str, rule: Rule, message: str, golden_call: tuple[int, int] | None = None) -> None:
+        self.append(ValidationIssue(self.env_id, path, rule, message, golden_call))
 
 
 # -- structure -----------------------------------------------------------------------------
@@ -486,20 +488,14 @@ def replay_module(tool_name: str, env_id: str) -> str:
     return f"{tool_name}__{env_id[:8]}"
 
 
-_GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")
-
-
 def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
     """(tool index, golden-call index) of an issue `replay_env` reported for one call; None otherwise."""
-    m = _GOLDEN_CALL.fullmatch(issue.field)
-    return (int(m[1]), int(m[2])) if m else None
+    return issue.golden_call
 
 
 async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
     """Run every golden call of `env` in one fresh sandbox session; issues for failures and
     outputs that miss `expected`. `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
-    from astra_verl.sandbox.protocol import Module, Program
-
     out = _Issues(env.id)
     program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
     session = await sandbox.open_session(program)
@@ -511,14 +507,13 @@ async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
                 res = await sandbox.call(session, replay_module(t.name, env.id), t.name, g.args)
                 if not res.ok:
                     kind = res.error_kind.value if res.error_kind else "error"
-                    out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}")
+                    out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}", (i, j))
                 elif not answer_in_output(g.expected, res.text, g.args, _rule_for(env, t, g.expected)):
                     shown = res.text if len(res.text) <= 300 else res.text[:300] + "..."
-                    out.add(
-                        path,
-                        Rule.REPLAY_MISMATCH,
-                        f"{call} output does not contain {g.expected!r} outside the echoes of its arguments: {shown}",
+                    message = (
+                        f"{call} output does not contain {g.expected!r} outside the echoes of its arguments: {shown}"
                     )
+                    out.add(path, Rule.REPLAY_MISMATCH, message, (i, j))
     finally:
         await sandbox.close_session(session)
     return list(out)
@@ -583,8 +578,6 @@ async def validate_stream(
     """Structure of every environment, then replay of the structurally sound ones, `chunk`
     environments at a time (memory stays bounded on large stores). Without a `sandbox`, replay
     starts the project's `SandboxPool` for the run."""
-    from tqdm.auto import tqdm
-
     if replay and sandbox is None:
         async with default_sandbox() as pool:
             return await validate_stream(
@@ -629,12 +622,5 @@ def validate_envs(envs: Iterable[EnvSpec], **kw: Any) -> ValidationReport:
 
 
 def default_sandbox() -> Any:
-    """The project's sandbox pool (an async context manager); a clear error when it is missing."""
-    try:
-        from astra_verl.sandbox import SandboxConfig, SandboxPool
-    except ImportError as exc:
-        raise RuntimeError(
-            f"golden-call replay needs the sandbox (astra_verl.sandbox.SandboxPool), which is not available: {exc}. "
-            "Validate with --no-replay (structure only) until it is installed."
-        ) from exc
+    """The project's sandbox pool (an async context manager)."""
     return SandboxPool(SandboxConfig())

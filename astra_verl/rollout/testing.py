@@ -22,16 +22,22 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import hydra
+import torch
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import TokenOutput
+
+from .context import RolloutContext, drop_worker_context
 
 Script = Sequence[str] | Callable[[str, int], str]
 
 
 def compose_trainer_config(model_path: str, overrides: Sequence[str] = ()) -> Any:
     """verl's `ppo_trainer` config with a rollout name set and the model at `model_path`."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
     GlobalHydra.instance().clear()
     base = [
         f"actor_rollout_ref.model.path={model_path}",
@@ -109,8 +115,6 @@ class ModelServer:
         self._lock = asyncio.Lock()
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kw):
-        import torch
-
         async with self._lock:  # one forward pass at a time; the model is not re-entrant
             torch.manual_seed(self.rng.randrange(2**31))
             input_ids = torch.tensor([prompt_ids])
@@ -138,13 +142,17 @@ class ModelServer:
 
 
 def make_loop(
-    config: Any, server: Any, tokenizer, *, agent_name: str = "astra_tool_agent", tools: list | None = None
+    config: Any,
+    server: Any,
+    tokenizer,
+    *,
+    agent_name: str = "astra_tool_agent",
+    tools: list | None = None,
+    context: RolloutContext | None = None,
 ) -> Any:
-    """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does."""
-    import hydra
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
-    from verl.utils.dataset.rl_dataset import RLHFDataset
-
+    """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does; `context`
+    (astra_tool_agent only) replaces the worker's own, e.g. to give it an instrumented sandbox."""
+    extra = {} if context is None else {"context": context}
     return hydra.utils.instantiate(
         config=_agent_loop_registry[agent_name],
         trainer_config=DictConfigWrap(config=config),
@@ -155,22 +163,18 @@ def make_loop(
         dataset_cls=RLHFDataset,
         data_config=DictConfigWrap(config.data),
         tools=ToolListWrap(tools or []),
+        **extra,
     )
 
 
 def run(coro) -> Any:
     """Run a coroutine on verl's event loop (the loop agent loops were constructed on)."""
-    from verl.utils.ray_utils import get_event_loop
-
     return get_event_loop().run_until_complete(coro)
 
 
-def close_shared_sandbox() -> None:
-    """Close the shared sandbox pool of verl's event loop, whatever its config, so the next
-    agent loop built on that loop may start one with another config."""
-    from astra_verl.sandbox import shared_sandbox
-
-    async def close():
-        await shared_sandbox().aclose()
-
-    run(close())
+def close_worker_context() -> None:
+    """Close the rollout context of verl's event loop (its sandbox pool, whatever its config), so the
+    next agent loop built on that loop starts a fresh one."""
+    context = drop_worker_context(get_event_loop())
+    if context is not None:
+        run(context.aclose())
