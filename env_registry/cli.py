@@ -303,24 +303,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps(summary, indent=2))
     else:
-        _out(f"{n} environments in {args.store}")
-        _out(
-            f"  {summary['sub_questions_mean']:.2f} sub-questions per env ({100 * summary['needs_tool_share']:.1f}% need "
-            f"a tool), {summary['golden_calls_mean']:.2f} golden calls per env, {len(names)} distinct tool names"
-        )
-        _out(
-            f"  {len(structures)} distinct structures in the first {summary['structure_sample']} environments, "
-            f"{len(apis)} distinct tool APIs, {100 * summary['one_tool_share']:.1f}% of environments with one tool"
-        )
-        _table("domains", domains, n)
-        _table("scenario types", types, n)
-        _table("hops (longest tool chain)", hops, n)
-        _table("sub-questions per env", subs, n)
-        _table("tools per env", tools, n)
+        counts = {"domains": domains, "scenario types": types, "hops (longest tool chain)": hops}
+        _print_stats(args.store, summary, {**counts, "sub-questions per env": subs, "tools per env": tools})
     if args.plot:
         _plot(args.plot, {"domain": domains, "scenario type": types, "hops": hops, "tools per env": tools}, n)
         _out(f"plot: {args.plot}")
     return 0
+
+
+def _print_stats(store: str, s: dict[str, Any], tables: dict[str, Counter]) -> None:
+    n = s["environments"]
+    _out(f"{n} environments in {store}")
+    _out(
+        f"  {s['sub_questions_mean']:.2f} sub-questions per env ({100 * s['needs_tool_share']:.1f}% need a tool), "
+        f"{s['golden_calls_mean']:.2f} golden calls per env, {s['distinct_tool_names']} distinct tool names"
+    )
+    _out(
+        f"  {s['distinct_structures']} distinct structures in the first {s['structure_sample']} environments, "
+        f"{s['distinct_tool_apis']} distinct tool APIs, {100 * s['one_tool_share']:.1f}% of environments with one tool"
+    )
+    for title, counts in tables.items():
+        _table(title, counts, n)
 
 
 def _plot(path: str, panels: dict[str, Counter], n: int) -> None:

@@ -349,6 +349,19 @@ def p_distance(b: Builder, depth: int) -> Task:
     return Task(question, value, unit)
 
 
+def _percent_change(b: Builder, old: _Measure, new: _Measure) -> Value:
+    """The percentage change from one measured value to another, by one more tool call."""
+    value = round_half_up((exact(new.value) - exact(old.value)) / exact(old.value) * 100, 2)
+    b.tool(
+        "calculate_percentage_change",
+        f"What is the percentage change from {fmt(old.value)} to {fmt(new.value)}?",
+        value,
+        [old.node, new.node],
+        lambda k: k.args(old.value, new.value),
+    )
+    return value
+
+
 def p_percent(b: Builder, depth: int) -> Task:
     wa, wb = depth - 2, b.rng.randint(0, depth - 2)  # branch a, the longest, starts in the domain
     candidates = [a for a in b.vocab.all_attrs if a.ask.percent and not a.climate and (wa or a.etype in b.domain.roots)]
@@ -367,14 +380,7 @@ def p_percent(b: Builder, depth: int) -> Task:
     if m1.value == m2.value:
         raise Retry("equal values")
     (small, ps), (big, pb) = sorted([(m1, _phrase(r1, rels1)), (m2, _phrase(r2, rels2))], key=lambda t: t[0].value)
-    value = round_half_up((exact(big.value) - exact(small.value)) / exact(small.value) * 100, 2)
-    b.tool(
-        "calculate_percentage_change",
-        f"What is the percentage change from {fmt(small.value)} to {fmt(big.value)}?",
-        value,
-        [small.node, big.node],
-        lambda k: k.args(small.value, big.value),
-    )
+    value = _percent_change(b, small, big)
     question = f"By what percentage is {attr.ask.np.format(x=pb, p='')} greater than {attr.ask.np.format(x=ps, p='')}?"
     return Task(_cap(question), value, "%")
 
@@ -385,14 +391,7 @@ def p_growth(b: Builder, depth: int) -> Task:
     y1, y2 = sorted(b.rng.sample(FISCAL_YEARS, 2))
     attr = b.vocab.attr(COMPANY, "revenue")
     m1, m2 = b.measure(end, attr, last, y1), b.measure(end, attr, last, y2)
-    value = round_half_up((exact(m2.value) - exact(m1.value)) / exact(m1.value) * 100, 2)
-    b.tool(
-        "calculate_percentage_change",
-        f"What is the percentage change from {fmt(m1.value)} to {fmt(m2.value)}?",
-        value,
-        [m1.node, m2.node],
-        lambda k: k.args(m1.value, m2.value),
-    )
+    value = _percent_change(b, m1, m2)
     question = f"By what percentage did the revenue of {_phrase(root, rels)} grow from fiscal year {y1} to {y2}?"
     return Task(question, value, "%")
 

@@ -10,7 +10,7 @@ import pkgutil
 import pytest
 
 from env_registry.families import tool_templates
-from env_registry.families.tool_templates import TemplateError, render
+from env_registry.families.tool_templates import TemplateError, render, slots
 
 TEMPLATES = sorted(m.name for m in pkgutil.iter_modules(tool_templates.__path__) if not m.name.startswith("_"))
 
@@ -28,12 +28,7 @@ def run(source: str, function: str, *args, **kwargs):
 def test_every_template_renders_to_a_self_contained_standard_library_module():
     assert len(TEMPLATES) >= 20
     for name in TEMPLATES:
-        slots = {
-            n.target.id
-            for n in ast.parse(open(module(name).__file__).read()).body
-            if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
-        }
-        source = render(name, f"tool_{name}", data={s: getattr(module(name), s) for s in slots})
+        source = render(name, f"tool_{name}", data=slots(name))
         tree = ast.parse(source)
         imports = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert not any(isinstance(n, ast.ImportFrom) for n in ast.walk(tree)), name
@@ -100,7 +95,19 @@ def test_rendering_refuses_missing_or_unknown_data_and_clashing_names():
         render("age", "calculate_age", doc='bad """ doc')
 
 
-def test_pure_tools_render_to_the_module_text_itself():
+def test_pure_tools_render_to_the_module_text_itself_with_preludes_inlined():
+    source = render("population_density", "calculate_population_density")
+    assert source.strip() in open(module("population_density").__file__).read()
     source = render("percentage_change", "calculate_percentage_change")
-    assert source.strip() in open(module("percentage_change").__file__).read()
+    assert "def _number(" in source and "import" not in source
     assert run(source, "calculate_percentage_change", 50, 75)["percent_change"] == 50.0
+    with pytest.raises(ValueError, match="'new_value' must be a number"):
+        run(source, "calculate_percentage_change", 50, "75")
+
+
+def test_preludes_hold_shared_code_once():
+    for name in ("record_profile", "record_attribute", "record_batch"):
+        source = render(
+            name, f"x_{name}", params={"entity" if name != "record_batch" else "entities": "town"}, data=slots(name)
+        )
+        assert source.count("def _find(") == 1 and source.count("import difflib") == 1, name

@@ -31,7 +31,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-__all__ = ["TemplateError", "literal", "render"]
+__all__ = ["TemplateError", "literal", "render", "slots"]
 
 _PRELUDE_IMPORT = re.compile(rf"^from {re.escape(__name__)}\.(_\w+) import [\w, ]+\n", re.M)
 _BLANK_RUNS = re.compile(r"\n{4,}")
@@ -114,6 +114,16 @@ def _prepared(template: str, name: str, params: tuple[tuple[str, str], ...]) -> 
         raise TemplateError(f"template {template}: the tool function has no docstring")
     doc = (first.lineno - 1, first.end_lineno - 1, " " * first.col_offset)
     return _Prepared(tuple(text.splitlines(keepends=True)), slots, doc)
+
+
+def slots(template: str) -> dict[str, Any]:
+    """The template's data slots (its preludes' included) with the example values written there."""
+    tree = ast.parse(_code(template))
+    return {
+        n.target.id: ast.literal_eval(n.value)
+        for n in tree.body
+        if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name) and n.value is not None
+    }
 
 
 def render(

@@ -1,6 +1,8 @@
 """Pure tool: unit conversion (the same in every environment). The procedural generator reads
 its exact answers from the factors below, so the tool and the answers cannot drift apart."""
 
+from env_registry.families.tool_templates._numbers import _number
+
 LENGTH_M = {"m": 1.0, "km": 1000.0, "ft": 0.3048, "mi": 1609.344}
 MASS_KG = {"kg": 1.0, "g": 0.001, "lb": 0.45359237}
 TEMPERATURE = ("celsius", "fahrenheit")
@@ -8,8 +10,7 @@ TEMPERATURE = ("celsius", "fahrenheit")
 
 def convert_units(value: float, from_unit: str, to_unit: str) -> dict:
     """Convert a length, mass or temperature between units; rounded to 2 decimals."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ValueError(f"'value' must be a number; got {value!r}")
+    _number(value, "value")
     for table in (LENGTH_M, MASS_KG):
         if from_unit in table and to_unit in table:
             result = value * table[from_unit] / table[to_unit]
