@@ -99,6 +99,7 @@ class Domain:
     roots: tuple[EntityType, ...]
     parallel_multi: tuple[Callable[[Builder, int], Task], ...]
     climate: bool = False  # asks the climate attributes, and only those
+    open_branches: bool = False  # a second branch (the country whose currency a price is asked in) starts anywhere
 
 
 @dataclass
@@ -415,7 +416,7 @@ def p_density(b: Builder, depth: int) -> Task:
 def p_fx(b: Builder, depth: int) -> Task:
     product = Ent(PRODUCT, b.rng.choice(list(b.world.products)))
     price_attr = b.vocab.attr(PRODUCT, "price")
-    roots = (COUNTRY,) if depth == 2 else (ANY_ROOT if b.domain.name == "retail" else None)
+    roots = (COUNTRY,) if depth == 2 else (ANY_ROOT if b.domain.open_branches else None)
     croot, rels = b.side(depth - 2, lambda e: e.etype == COUNTRY, roots)
     target = b.world.countries[b.walk_end(croot, rels).name].currency
     if target == b.world.products[product.name].currency:
@@ -647,7 +648,7 @@ DOMAINS: dict[str, Domain] = {
             "finance", (COMPANY,), (p_growth, p_percent, p_distance, p_aggregate, p_fx, p_margin, p_rate, p_compare)
         ),
         Domain("people", (PERSON,), (p_distance, p_fx, p_growth, p_rate, p_compare)),
-        Domain("retail", (PRODUCT,), (p_fx, p_growth, p_distance, p_compare)),
+        Domain("retail", (PRODUCT,), (p_fx, p_growth, p_distance, p_compare), open_branches=True),
         Domain(
             "climate", (CITY, COUNTRY, EVENT, PERSON, COMPANY), (p_aggregate, p_temp_range, p_compare), climate=True
         ),
