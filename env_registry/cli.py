@@ -38,7 +38,7 @@ from env_registry.export import (
 from env_registry.families.procedural import DOMAINS, iter_generate
 from env_registry.golden_sft import GoldenSFTError, write_golden_sft
 from env_registry.mixing import build_mixer
-from env_registry.shape import shape_of
+from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType, spec_json_schema
 from env_registry.store import EnvStore, StoreError
 from env_registry.validate import check_structure, parse_record, validate_stream
@@ -268,7 +268,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
     needs_tool = 0
     n_subs = 0
     names: set[str] = set()
-    for env in tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet):
+    apis: set[str] = set()
+    structures: set[str] = set()  # of the first STRUCTURE_SAMPLE environments, so stores compare
+    for i, env in enumerate(tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet)):
+        if i < STRUCTURE_SAMPLE:
+            structures.add(structure_of(env))
+        apis.update(tool_api(t) for t in env.tools)
         domains[env.domain] += 1
         types[env.scenario_type.value] += 1
         try:
@@ -288,6 +293,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "needs_tool_share": needs_tool / max(n_subs, 1),
         "golden_calls_mean": calls / max(n, 1),
         "distinct_tool_names": len(names),
+        "distinct_tool_apis": len(apis),
+        "one_tool_share": tools[1] / max(n, 1),
+        "distinct_structures": len(structures),
+        "structure_sample": min(n, STRUCTURE_SAMPLE),
         "domains": dict(domains),
         "scenario_types": dict(types),
         "hops": {str(k): v for k, v in hops.items()},
@@ -297,20 +306,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         _out(json.dumps(summary, indent=2))
     else:
-        _out(f"{n} environments in {args.store}")
-        _out(
-            f"  {summary['sub_questions_mean']:.2f} sub-questions per env ({100 * summary['needs_tool_share']:.1f}% need "
-            f"a tool), {summary['golden_calls_mean']:.2f} golden calls per env, {len(names)} distinct tool names"
-        )
-        _table("domains", domains, n)
-        _table("scenario types", types, n)
-        _table("hops (longest tool chain)", hops, n)
-        _table("sub-questions per env", subs, n)
-        _table("tools per env", tools, n)
+        counts = {"domains": domains, "scenario types": types, "hops (longest tool chain)": hops}
+        _print_stats(args.store, summary, {**counts, "sub-questions per env": subs, "tools per env": tools})
     if args.plot:
         _plot(args.plot, {"domain": domains, "scenario type": types, "hops": hops, "tools per env": tools}, n)
         _out(f"plot: {args.plot}")
     return 0
+
+
+def _print_stats(store: str, s: dict[str, Any], tables: dict[str, Counter]) -> None:
+    n = s["environments"]
+    _out(f"{n} environments in {store}")
+    _out(
+        f"  {s['sub_questions_mean']:.2f} sub-questions per env ({100 * s['needs_tool_share']:.1f}% need a tool), "
+        f"{s['golden_calls_mean']:.2f} golden calls per env, {s['distinct_tool_names']} distinct tool names"
+    )
+    _out(
+        f"  {s['distinct_structures']} distinct structures in the first {s['structure_sample']} environments, "
+        f"{s['distinct_tool_apis']} distinct tool APIs, {100 * s['one_tool_share']:.1f}% of environments with one tool"
+    )
+    for title, counts in tables.items():
+        _table(title, counts, n)
 
 
 def _plot(path: str, panels: dict[str, Counter], n: int) -> None:

@@ -18,11 +18,12 @@ An environment without tool nodes has no scenario type (`classify` returns None)
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 import networkx as nx
 
-from env_registry.spec import EnvSpec, ScenarioType
+from env_registry.spec import EnvSpec, ScenarioType, ToolSpec
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,36 @@ def shape_of(env: EnvSpec) -> Shape:
     hops = nx.dag_longest_path_length(g) + 1 if g.number_of_nodes() else 0
     roots = sum(1 for n in g if g.in_degree(n) == 0)
     return Shape(tool_nodes=g.number_of_nodes(), hops=hops, roots=roots)
+
+
+STRUCTURE_SAMPLE = 1000  # `stats` counts distinct structures per this many environments
+
+
+def tool_api(tool: ToolSpec) -> str:
+    """What a tool's calls look like, independent of its name and data: its parameter names,
+    required ones marked `*` (`city*,fields`). Two brands' city profiles are one API."""
+    props = tool.parameters.get("properties") or {}
+    required = set(tool.parameters.get("required") or [])
+    return ",".join(f"{p}*" if p in required else p for p in sorted(props))
+
+
+def structure_of(env: EnvSpec) -> str:
+    """The environment's structure: its decomposition with each sub-question labelled by the API
+    of its tool (a leaf answered by reasoning: `reason`), written canonically from the sinks down
+    (`reason(city*,fields(),city*,fields())`) and hashed. Two environments asking the same shape of
+    question with the same kinds of tools share it; names and data do not matter."""
+    apis = {t.name: tool_api(t) for t in env.tools}
+    by_id = {q.id: q for q in env.sub_questions}
+    memo: dict[str, str] = {}
+
+    def canon(qid: str, path: frozenset[str]) -> str:
+        if qid not in memo:
+            q = by_id[qid]
+            label = apis.get(q.tool or "", "?") if q.needs_tool else "reason"
+            deps = sorted(canon(d, path | {qid}) for d in q.depends_on if d in by_id and d not in path)
+            memo[qid] = f"{label}({','.join(deps)})"
+        return memo[qid]
+
+    depended = {d for q in env.sub_questions for d in q.depends_on}
+    sinks = sorted(canon(q.id, frozenset()) for q in env.sub_questions if q.id not in depended)
+    return hashlib.sha256("|".join(sinks).encode("utf-8")).hexdigest()[:16]

@@ -11,6 +11,13 @@ the same environment synthesized twice gets the same id and the store de-duplica
 On disk an environment is the JSON of `EnvSpec.to_json()`; `spec_json_schema()` exports the
 JSON Schema. `SPEC_VERSION` is bumped on any incompatible change; readers refuse versions they
 do not know.
+
+Version 2 adds what the reward needs to tell the right call and a committed answer from lucky
+ones: `ToolSpec.call_key` (the arguments that identify what a call asks), `GoldenCall.answers`
+(the sub-questions a golden call answers) and `AnswerRule.rivals` (the other candidates a
+question offers). A version-1 record is a version-2 record without them: it is read as it is,
+keeps its id (fields added in version 2 are left out of the JSON while empty), and its reward is
+what it was.
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ import hashlib
 import json
 import re
 from enum import Enum
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
+READABLE_SPEC_VERSIONS = (1, 2)
 _NOT_IDENT = re.compile(r"[^0-9A-Za-z_]")
 
 
@@ -38,6 +46,23 @@ class ScenarioType(str, Enum):
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=False)
+    # Fields added after version 1: written only when set, so a version-1 record dumps (and
+    # hashes) exactly as it did.
+    _ADDED: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_empty_additions(self, handler: Any) -> Any:
+        data = handler(self)
+        for name in self._ADDED:
+            if isinstance(data, dict) and name in data and not data[name]:
+                del data[name]
+        return data
+
+
+def _check_version(v: int) -> int:
+    if v not in READABLE_SPEC_VERSIONS:
+        raise ValueError(f"spec_version {v} is not supported (this code reads versions {list(READABLE_SPEC_VERSIONS)})")
+    return v
 
 
 class AnswerRule(_Model):
@@ -53,6 +78,12 @@ class AnswerRule(_Model):
     rel_tol: float = Field(default=1e-4, ge=0)
     abs_tol: float = Field(default=1e-6, ge=0)
     aliases: list[str] = Field(default_factory=list)
+    rivals: list[str] = Field(
+        default_factory=list,
+        description="the other candidates the question offers (a comparison's other entities): a text that "
+        "names one of them does not commit to the answer, so it does not contain it",
+    )
+    _ADDED: ClassVar[tuple[str, ...]] = ("rivals",)
 
 
 class GoldenCall(_Model):
@@ -60,6 +91,36 @@ class GoldenCall(_Model):
 
     args: dict[str, Any]
     expected: str
+    answers: list[str] = Field(
+        default_factory=list,
+        description="ids of the sub-questions this call answers (empty: those of its tool whose answer is `expected`)",
+    )
+    _ADDED: ClassVar[tuple[str, ...]] = ("answers",)
+
+
+class CallKey(_Model):
+    """The arguments that say what a call of a tool asks: the entity, the key, the modifiers that
+    change the result. A call solves a sub-question only if it agrees with the sub-question's
+    golden call on these (`env_registry.matching.args_agree`); the other arguments (a page
+    size, the fields to return) are the caller's choice."""
+
+    params: list[str]
+    unordered: list[list[str]] = Field(
+        default_factory=list, description="groups of `params` whose values may come in any order (origin/destination)"
+    )
+    includes: list[str] = Field(
+        default_factory=list, description="list parameters whose value may hold more items than the golden call's"
+    )
+    defaults: dict[str, Any] = Field(
+        default_factory=dict, description="the tool's default of a parameter in `params`, for calls that omit it"
+    )
+
+
+class CallCheck(CallKey):
+    """A tool's `CallKey` with the identifying values of a sub-question's golden calls (one of
+    them must agree): what the reward checks a call against."""
+
+    golden: list[dict[str, Any]]
 
 
 class ToolSpec(_Model):
@@ -75,6 +136,10 @@ class ToolSpec(_Model):
     parameters: dict[str, Any] = Field(description="JSON Schema of the arguments object")
     source: str
     golden_calls: list[GoldenCall] = Field(default_factory=list)
+    call_key: CallKey | None = Field(
+        default=None, description="the arguments identifying what a call asks; None: calls are not checked"
+    )
+    _ADDED: ClassVar[tuple[str, ...]] = ("call_key",)
 
     def openai_schema(self) -> dict[str, Any]:
         """The `{"type": "function", "function": {...}}` form chat templates and verl expect."""
@@ -140,9 +205,17 @@ class EnvSpec(_Model):
     @field_validator("spec_version")
     @classmethod
     def _known_version(cls, v: int) -> int:
-        if v != SPEC_VERSION:
-            raise ValueError(f"spec_version {v} is not supported (this code reads version {SPEC_VERSION})")
-        return v
+        return _check_version(v)
+
+    @model_validator(mode="after")
+    def _fields_of_its_version(self) -> EnvSpec:
+        rules = [self.final_match, *(q.match for q in self.sub_questions)]
+        if self.spec_version < 2 and (
+            any(r.rivals for r in rules)
+            or any(t.call_key or any(g.answers for g in t.golden_calls) for t in self.tools)
+        ):
+            raise ValueError("a spec_version 1 record cannot carry rivals, call_key or golden-call answers (version 2)")
+        return self
 
     # -- identity -------------------------------------------------------------------------
     def canonical_json(self) -> str:
@@ -178,15 +251,44 @@ class EnvSpec(_Model):
 
     def reward_target(self) -> RewardTarget:
         """What the reward needs to know, and nothing it must not (no tool source)."""
+        tools = {t.name: t for t in self.tools}
         return RewardTarget(
             env_id=self.id,
             final_answer=self.final_answer,
             final_match=self.final_match,
             sub_questions=[
-                TargetSubQuestion(id=q.id, answer=q.answer, needs_tool=q.needs_tool, tool=q.tool, match=q.match)
+                TargetSubQuestion(
+                    id=q.id,
+                    answer=q.answer,
+                    needs_tool=q.needs_tool,
+                    tool=q.tool,
+                    match=q.match,
+                    call_check=_call_check(q, tools.get(q.tool or "")) if q.needs_tool else None,
+                )
                 for q in self.sub_questions
             ],
         )
+
+
+def _same_answer(a: str, b: str) -> bool:
+    return " ".join(a.split()).casefold() == " ".join(b.split()).casefold()
+
+
+def _call_check(q: SubQuestion, tool: ToolSpec | None) -> CallCheck | None:
+    """What a call must pass to solve `q`: its tool's key with the values of the golden calls that
+    answer `q` (linked by `answers`; else those expecting `q`'s answer; else all of the tool's)."""
+    if tool is None or tool.call_key is None:
+        return None
+    calls = tool.golden_calls
+    golden = [g for g in calls if q.id in g.answers] or [
+        g for g in calls if not g.answers and _same_answer(g.expected, q.answer)
+    ]
+    key = tool.call_key
+    values = [
+        {p: g.args.get(p, key.defaults.get(p)) for p in key.params if p in g.args or p in key.defaults}
+        for g in golden or calls
+    ]
+    return CallCheck(**key.model_dump(), golden=values)
 
 
 class TargetSubQuestion(_Model):
@@ -195,6 +297,8 @@ class TargetSubQuestion(_Model):
     needs_tool: bool
     tool: str | None = None
     match: AnswerRule = Field(default_factory=AnswerRule)
+    call_check: CallCheck | None = None  # None: any own call of `tool` whose output holds the answer
+    _ADDED: ClassVar[tuple[str, ...]] = ("call_check",)
 
 
 class RewardTarget(_Model):
@@ -205,6 +309,11 @@ class RewardTarget(_Model):
     final_answer: str
     final_match: AnswerRule = Field(default_factory=AnswerRule)
     sub_questions: list[TargetSubQuestion]
+
+    @field_validator("spec_version")
+    @classmethod
+    def _known_version(cls, v: int) -> int:
+        return _check_version(v)
 
 
 def spec_json_schema() -> dict[str, Any]:

@@ -26,13 +26,17 @@ Rules:
 - golden_present        every tool a sub-question uses has a golden call
 - golden_args_schema    golden-call arguments validate against the tool's parameters schema
 - golden_covers_answer  some golden call of a sub-question's tool expects an output containing its answer
+- golden_answers        a golden call's `answers` name sub-questions that use its tool
+- call_key              a tool's `call_key` names parameters of its schema (groups, lists and defaults
+                        among them), so the reward can check a call's identifying arguments
 - scenario_type         the declared type matches the trace's shape (`env_registry.shape`)
 - replay_error          a golden call failed in the sandbox
-- replay_mismatch       a golden call ran but its output does not contain `expected`
+- replay_mismatch       a golden call ran but its output does not contain `expected` outside the echoes of
+                        its own arguments (what the reward counts, `matching.answer_in_output`)
 
 Replay runs each environment's golden calls in one sandbox session (the way an episode
 calls them), environments concurrently, with a progress bar. Matching is
-`env_registry.matching.answer_in_text` under the rule of the sub-question the call covers.
+`env_registry.matching.answer_in_output` under the rule of the sub-question the call covers.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ from tqdm.auto import tqdm
 
 from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
 from env_registry.arguments import argument_validator, schema_error
-from env_registry.matching import answer_in_text
+from env_registry.matching import answer_in_output, answer_in_text
 from env_registry.shape import classify, shape_of
 from env_registry.spec import AnswerRule, EnvSpec, ToolSpec, tool_module
 
@@ -80,6 +84,8 @@ class Rule(str, Enum):
     GOLDEN_PRESENT = "golden_present"
     GOLDEN_ARGS_SCHEMA = "golden_args_schema"
     GOLDEN_COVERS_ANSWER = "golden_covers_answer"
+    GOLDEN_ANSWERS = "golden_answers"
+    CALL_KEY = "call_key"
     SCENARIO_TYPE = "scenario_type"
     REPLAY_ERROR = "replay_error"
     REPLAY_MISMATCH = "replay_mismatch"
@@ -245,6 +251,7 @@ def _check_tool(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = Non
         )
     schema_ok = _check_schema(t, i, out)
     _check_source(t, i, out, tree)
+    _check_call_key(t, i, out)
     if schema_ok:
         validator = argument_validator(t.parameters)
         for j, g in enumerate(t.golden_calls):
@@ -255,6 +262,25 @@ def _check_tool(t: ToolSpec, i: int, out: _Issues, tree: ast.Module | None = Non
                     Rule.GOLDEN_ARGS_SCHEMA,
                     f"arguments do not match the parameters schema of {t.name!r}: {err.message}",
                 )
+
+
+def _check_call_key(t: ToolSpec, i: int, out: _Issues) -> None:
+    key = t.call_key
+    if key is None:
+        return
+    props = set((t.parameters.get("properties") or {}) if isinstance(t.parameters, dict) else {})
+    named = {"params": set(key.params), "includes": set(key.includes), "defaults": set(key.defaults)}
+    named["unordered"] = {p for group in key.unordered for p in group}
+    for where, names in named.items():
+        unknown = sorted(names - props)
+        if unknown:
+            out.add(f"tools[{i}].call_key.{where}", Rule.CALL_KEY, f"{unknown} are not parameters of {t.name!r}")
+        if where != "params" and names - set(key.params):
+            out.add(
+                f"tools[{i}].call_key.{where}",
+                Rule.CALL_KEY,
+                f"{sorted(names - set(key.params))} are not among the identifying params {key.params}",
+            )
 
 
 def _check_schema(t: ToolSpec, i: int, out: _Issues) -> bool:
@@ -359,6 +385,7 @@ def _check_assignment(env: EnvSpec, tools: dict[str, ToolSpec], out: _Issues) ->
                 f"no golden call of {q.tool!r} expects an output containing {q.id!r}'s answer {q.answer!r}",
             )
     index = {t.name: i for i, t in enumerate(env.tools)}
+    _check_golden_answers(env, index, out)
     for name in used:
         if not tools[name].golden_calls:
             out.add(
@@ -366,6 +393,20 @@ def _check_assignment(env: EnvSpec, tools: dict[str, ToolSpec], out: _Issues) ->
                 Rule.GOLDEN_PRESENT,
                 f"{name!r} answers sub-questions but has no golden call to verify it",
             )
+
+
+def _check_golden_answers(env: EnvSpec, index: dict[str, int], out: _Issues) -> None:
+    # A sub-question naming no tool, or a missing one, is reported by tool_assignment / tool_exists.
+    tool_of = {q.id: q.tool for q in env.sub_questions}
+    for t in env.tools:
+        for j, g in enumerate(t.golden_calls):
+            wrong = [a for a in g.answers if a not in tool_of or (tool_of[a] in index and tool_of[a] != t.name)]
+            if wrong:
+                out.add(
+                    f"tools[{index[t.name]}].golden_calls[{j}].answers",
+                    Rule.GOLDEN_ANSWERS,
+                    f"{wrong} are not sub-questions answered by {t.name!r}",
+                )
 
 
 def _check_shape(env: EnvSpec, out: _Issues) -> None:
@@ -444,9 +485,11 @@ async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
                 if not res.ok:
                     kind = res.error_kind.value if res.error_kind else "error"
                     out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}", (i, j))
-                elif not answer_in_text(g.expected, res.text, _rule_for(env, t, g.expected)):
+                elif not answer_in_output(g.expected, res.text, g.args, _rule_for(env, t, g.expected)):
                     shown = res.text if len(res.text) <= 300 else res.text[:300] + "..."
-                    message = f"{call} output does not contain {g.expected!r}: {shown}"
+                    message = (
+                        f"{call} output does not contain {g.expected!r} outside the echoes of its arguments: {shown}"
+                    )
                     out.add(path, Rule.REPLAY_MISMATCH, message, (i, j))
     finally:
         await sandbox.close_session(session)

@@ -64,7 +64,7 @@ class EpisodeScore:
     distractor_calls: int  # calls to irrelevant tools mixed in from other environments
     skipped_calls: int  # not executed, not counted in c
     turns: int  # assistant turns
-    final_answer_correct: bool  # the final answer contains the main answer (reported, not rewarded)
+    final_answer_correct: bool  # the final answer commits to the main answer (reported, not rewarded)
     solved_ids: tuple[str, ...]
 
     def extra_info(self) -> dict[str, float]:

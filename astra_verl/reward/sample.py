@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from astra_verl.rollout.call_log import CallLogError, EpisodeLog
 from astra_verl.rollout.config import select_key
-from env_registry.spec import SPEC_VERSION, RewardTarget
+from env_registry.spec import READABLE_SPEC_VERSIONS, RewardTarget
 
 if TYPE_CHECKING:
     from verl import DataProto
@@ -59,9 +59,10 @@ def parse_target(ground_truth: Any) -> RewardTarget:
     target = parse_ground_truth(
         ground_truth, RewardTarget, "re-export the rows with `python -m env_registry export-parquet`"
     )
-    if target.spec_version != SPEC_VERSION:
+    if target.spec_version not in READABLE_SPEC_VERSIONS:
         raise RewardInputError(
-            f"reward_model.ground_truth has spec_version {target.spec_version}; this reader knows {SPEC_VERSION}"
+            f"reward_model.ground_truth has spec_version {target.spec_version}; this reader knows "
+            f"{list(READABLE_SPEC_VERSIONS)}"
         )
     if not target.sub_questions:
         raise RewardInputError(f"reward_model.ground_truth of env {target.env_id} has no sub_questions")

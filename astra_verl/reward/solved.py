@@ -8,19 +8,34 @@ sub-question `q` of the environment (`RewardTarget.sub_questions`) is solved in 
        sandbox without error),
     2. went to `q`'s own tool (`call.tool == q.tool`) of the episode's own environment, not to a
        distractor mixed in from another environment,
-    3. returned an observation containing `q.answer`, by `env_registry.matching.answer_in_text`
-       with `q.match` (the same rule that validated the environment's golden calls).
+    3. asked what `q` asks: its arguments agree with a golden call of `q` on the tool's
+       identifying parameters (`q.call_check`: the entity, the key, the modifiers that change
+       the result; `env_registry.matching.args_agree`),
+    4. returned an observation containing `q.answer` outside the echoes of its own arguments,
+       by `env_registry.matching.answer_in_output` with `q.match` (the rule that validated the
+       environment's golden calls).
   A target whose tool-needing sub-question names no tool (`q.tool is None`) accepts an output
-  of any of the environment's own tools for it (condition 2 relaxed, never dropped).
+  of any of the environment's own tools for it (condition 2 relaxed, never dropped); one whose
+  environment declares no identifying parameters (`q.call_check is None`: a version-1 spec)
+  skips condition 3.
 - not `q.needs_tool` (a leaf that reasons over earlier answers): the episode's final answer
-  (the last assistant turn without tool calls) contains `q.answer` under `q.match`.
+  (the last assistant turn without tool calls) contains `q.answer` under `q.match` and names
+  none of the other candidates the question offers (`q.match.rivals`).
 
 Why these choices:
 - Own tool only: the paper's intent is that the right call retrieved the value. A distractor's
   or an unrelated tool's output that happens to contain "42" retrieved nothing; counting it
   would reward calling many tools and reading numbers off them.
+- The right call only: asking about another entity whose answer happens to be the same (two
+  people with one occupation, two cities in one country), or with modifiers that change what
+  is returned (a list sorted the wrong way, long enough to hold every candidate), retrieved
+  nothing about `q`.
+- Only what the tool returned: a tool that echoes its inputs (a conversion from a unit to
+  itself, `new_value` in a percentage change) hands back what the model typed.
 - Only tool output counts for a tool-needing question: the model typing the answer in its own
   text (a guess, or a value copied from the question) is not retrieval.
+- A leaf's answer must commit: restating every candidate of "which of A and B ...?" contains
+  the answer without choosing it.
 - Status ok only: a failed call's error message can echo the arguments the model typed.
 - The observation is the text the model saw (after the loop's truncation): an answer cut off
   by truncation was never delivered to the model, and a call whose tool message was dropped
@@ -35,7 +50,7 @@ early stopping); the reward recomputes from the outputs and never trusts that fi
 from __future__ import annotations
 
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
-from env_registry.matching import answer_in_text
+from env_registry.matching import answer_in_output, answer_in_text, args_agree
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 __all__ = ["is_own_tool_call", "solved_by_call", "solved_by_final_answer", "solved_set"]
@@ -49,7 +64,11 @@ def is_own_tool_call(call: CallRecord, target: RewardTarget) -> bool:
 
 
 def _answers(q: TargetSubQuestion, call: CallRecord) -> bool:
-    return (q.tool is None or q.tool == call.tool) and answer_in_text(q.answer, call.output, q.match)
+    return (
+        (q.tool is None or q.tool == call.tool)
+        and (q.call_check is None or args_agree(call.arguments, q.call_check))
+        and answer_in_output(q.answer, call.output, call.arguments, q.match)
+    )
 
 
 def solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:

@@ -37,6 +37,7 @@ from data_synth.llm.extract import ReplyError, extract_code, extract_json
 from data_synth.llm.scripted import scripted_source
 from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
+from env_registry.call_key import derive_call_key
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
 from env_registry.validate import ValidationIssue, check_structure, golden_call_of, replay_env
@@ -225,16 +226,18 @@ class MergeTools(Step[Tooled, Merged]):
             base = g[0]
             m = merges.get(base.node_id)
             source, args = (m.source, m.args) if m else (base.source, {base.node_id: base.args})
-            golden = [GoldenCall(args=args[t.node_id], expected=record.node(t.node_id).answer) for t in g]
-            tools.append(
-                ToolSpec(
-                    name=base.name,
-                    description=base.description,
-                    parameters=base.parameters,
-                    source=source,
-                    golden_calls=golden,
-                )
+            golden = [
+                GoldenCall(args=args[t.node_id], expected=record.node(t.node_id).answer, answers=[t.node_id]) for t in g
+            ]
+            tool = ToolSpec(
+                name=base.name,
+                description=base.description,
+                parameters=base.parameters,
+                source=source,
+                golden_calls=golden,
             )
+            tool.call_key = derive_call_key(tool)  # what the reward checks a call's arguments against
+            tools.append(tool)
             tool_of.update({t.node_id: base.name for t in g})
         prompts = {**record.prompts, self.name: load_prompt(PROMPT).tag}
         return self.build_env(record, tools, tool_of, prompts)

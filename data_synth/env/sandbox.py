@@ -13,7 +13,7 @@ import hashlib
 from typing import Any
 
 from astra_verl.sandbox import CallResult, Module, Program
-from env_registry.matching import answer_in_text
+from env_registry.matching import answer_in_output
 from env_registry.spec import AnswerRule, tool_module
 
 SHOWN_OUTPUT_CHARS = 600
@@ -43,14 +43,15 @@ def format_call(name: str, args: dict[str, Any]) -> str:
 
 
 def output_problem(
-    result: CallResult, call: str, answer: str, rule: AnswerRule | None = None
+    result: CallResult, call: str, answer: str, rule: AnswerRule | None = None, arguments: dict[str, Any] | None = None
 ) -> tuple[str, str] | None:
-    """(kind, message for the model) when the call failed or missed the answer; None when it passed."""
+    """(kind, message for the model) when the call failed or missed the answer; None when it passed.
+    The answer must be in what the tool returned, not in an echo of `arguments` (as the reward reads it)."""
     if not result.ok:
         kind = result.error_kind.value if result.error_kind else "error"
         return "code_error", f"calling {call} failed ({kind}): {result.message}"
     text = result.text
-    if answer_in_text(answer, text, rule):
+    if answer_in_output(answer, text, arguments or {}, rule):
         return None
     shown = text if len(text) <= SHOWN_OUTPUT_CHARS else text[:SHOWN_OUTPUT_CHARS] + "..."
     return "wrong_output", f"{call} returned {shown!r}, which does not contain the expected answer {answer!r}"

@@ -145,7 +145,7 @@ class SynthesizeTools(Step[Selected, Tooled]):
                 if problems:
                     raise _Failure("code_static", "; ".join(problems))
                 (result,) = await run_tool_calls(ctx.sandbox, {schema["name"]: source}, [(schema["name"], args)])
-                problem = output_problem(result, call, node.answer)
+                problem = output_problem(result, call, node.answer, arguments=args)
                 if problem is not None:
                     raise _Failure(*problem)
                 return source, result.text, inner

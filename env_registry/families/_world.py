@@ -2,8 +2,11 @@
 products, events, road distances and exchange rates, drawn from a seeded RNG.
 
 Names are invented (syllables) so a policy cannot answer from memory and must call the tools.
-Every relation is total (each city has a country, each company a headquarters and a CEO, ...)
-so any walk over the relations can be answered. Numbers are exact (`int`, `Decimal`, `date`):
+Every relation a record states is total (each city has a country, each company a headquarters
+and a CEO, ...) so any walk over them can be answered; the relations found by listing (a city's
+first event, a company's product) may be missing, and walks skip them there. Few-valued text
+answers are avoided where they would let a call about the wrong entity answer by luck:
+occupations are unique within a world and makers repeat only when products outnumber companies. Numbers are exact (`int`, `Decimal`, `date`):
 the task builder derives answers from them with exact arithmetic.
 """
 
@@ -12,8 +15,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 # Mostly single consonants and open syllables: pronounceable, varied, rarely clashing.
 _ONSETS = "b c d f g h k l m n p r s t v z b d k l m n r s t v".split() + "br dr gr kr st tr".split()
@@ -41,7 +46,14 @@ _PRODUCT_MODEL = ["X2", "Pro 7", "Mini", "S400", "Air", "Max 3", "One", "Lite 5"
 _PRODUCT_CATEGORY = ["e-bike", "espresso machine", "drone", "smartwatch", "tent", "drill", "kayak", "speaker"]
 _EVENT_THEME = ["Lantern", "Jazz", "Film", "Book", "Harvest", "Robotics", "Kite", "Glass", "Chess", "Folk"]
 _EVENT_KIND = ["Festival", "Fair", "Week", "Expo"]
-_OCCUPATION = ["architect", "economist", "surgeon", "pilot", "chemist", "journalist", "engineer", "teacher"]
+# Occupations are drawn without replacement, so no two people of a world share one: a text
+# answer with few distinct values would let a call about the wrong person answer by luck.
+_OCCUPATION = (
+    "architect economist surgeon pilot chemist journalist engineer teacher geologist pharmacist "
+    "translator carpenter veterinarian librarian statistician photographer electrician nurse "
+    "lawyer accountant botanist cartographer chef dentist firefighter historian mathematician "
+    "optician paramedic sculptor surveyor welder astronomer baker curator midwife"
+).split()
 _CURRENCY_UNIT = ["crown", "mark", "florin", "dinar", "talon", "real", "thaler"]
 MONTHS = [
     "january",
@@ -138,21 +150,33 @@ class World:
     usd_per_unit: dict[str, Decimal] = field(default_factory=dict)
     brands: dict[str, str] = field(default_factory=dict)  # data provider per service, e.g. "atlas" -> "Veltra"
 
-    def by_type(self, etype: str) -> dict:
-        return {
-            "country": self.countries,
-            "city": self.cities,
-            "company": self.companies,
-            "person": self.people,
-            "product": self.products,
-            "event": self.events,
-        }[etype]
-
     def distance(self, a: str, b: str) -> int:
         return self.distances_km[frozenset((a, b))]
 
     def tickers(self) -> dict[str, Company]:
         return {c.ticker: c for c in self.companies.values()}
+
+
+@dataclass(frozen=True)
+class EntityType:
+    """A kind of thing in the world: where its records are and how a question names one."""
+
+    key: str
+    records: Callable[[World], Mapping[str, Any]] = field(compare=False, repr=False)  # name -> record
+    article: bool = False  # named with "the" in questions: "the Zentra X2"
+
+    def display(self, name: str) -> str:
+        return f"the {name}" if self.article else name
+
+
+CITY = EntityType("city", lambda w: w.cities)
+COUNTRY = EntityType("country", lambda w: w.countries)
+COMPANY = EntityType("company", lambda w: w.companies)
+TICKER = EntityType("ticker", World.tickers)  # a listed company, named by its ticker symbol
+PERSON = EntityType("person", lambda w: w.people)
+PRODUCT = EntityType("product", lambda w: w.products, article=True)
+EVENT = EntityType("event", lambda w: w.events, article=True)
+ENTITY_TYPES = (CITY, COUNTRY, COMPANY, TICKER, PERSON, PRODUCT, EVENT)
 
 
 class _Names:
@@ -194,9 +218,14 @@ def build_world(rng: random.Random) -> World:
     w = World()
     for service in ("atlas", "markets", "registry", "catalog", "events", "weather"):
         w.brands[service] = names.word(2)
+    for step in (_countries, _cities, _distances, _companies, _people, _products, _events):
+        step(w, rng, names)
+    return w
 
+
+def _countries(w: World, rng: random.Random, names: _Names) -> None:
     codes: set[str] = {"USD"}
-    for _ in range(rng.randint(3, 4)):
+    for _ in range(rng.randint(4, 6)):
         cname = names.country()
         code = cname[:2].upper() + rng.choice("ABDFGKLMNRSTVXZ")
         while code in codes:
@@ -214,8 +243,10 @@ def build_world(rng: random.Random) -> World:
         w.usd_per_unit[code] = Decimal(f"{rng.uniform(0.02, 2.5):.4f}")
     w.usd_per_unit["USD"] = Decimal("1")
 
+
+def _cities(w: World, rng: random.Random, names: _Names) -> None:
     for country in w.countries.values():
-        for _ in range(3):
+        for _ in range(rng.randint(2, 3)):
             mean = rng.uniform(-4, 22)
             amp = rng.uniform(3, 14)
             warmest = 6 if rng.random() < 0.8 else 0  # July in the north, January in the south
@@ -235,31 +266,25 @@ def build_world(rng: random.Random) -> World:
             w.cities[city.name] = city
         country.capital = rng.choice([c.name for c in w.cities.values() if c.country == country.name])
 
+
+def _distances(w: World, rng: random.Random, names: _Names) -> None:
     city_names = list(w.cities)
     for i, a in enumerate(city_names):
         for b in city_names[i + 1 :]:
             same = w.cities[a].country == w.cities[b].country
             w.distances_km[frozenset((a, b))] = rng.randint(20, 900) if same else rng.randint(300, 6000)
 
+
+def _companies(w: World, rng: random.Random, names: _Names) -> None:
     tickers: set[str] = set()
-    for _ in range(rng.randint(5, 6)):
+    for _ in range(rng.randint(6, 8)):
         suffix, sector = rng.choice(_COMPANY_KIND)
         cname = f"{names.word(2)} {suffix}"
         ticker = "".join(ch for ch in cname.upper() if ch.isalpha())[:3]
         while ticker in tickers:
             ticker = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(4))
         tickers.add(ticker)
-        hq = rng.choice(city_names)
-        currency = w.countries[w.cities[hq].country].currency
-        revenue = Decimal(f"{rng.uniform(40, 9000):.1f}")
-        financials: dict[int, dict[str, Decimal]] = {}
-        for year in FISCAL_YEARS:
-            # Revenue grows every year so growth questions have positive answers.
-            op_margin = Decimal(f"{rng.uniform(0.05, 0.3):.3f}")
-            operating = (revenue * op_margin).quantize(Decimal("0.1"))
-            net = (operating * Decimal(f"{rng.uniform(0.5, 0.85):.3f}")).quantize(Decimal("0.1"))
-            financials[year] = {"revenue": revenue, "operating_income": operating, "net_income": net}
-            revenue = (revenue * Decimal(f"{rng.uniform(1.01, 1.35):.3f}")).quantize(Decimal("0.1"))
+        hq = rng.choice(list(w.cities))
         w.companies[cname] = Company(
             name=cname,
             ticker=ticker,
@@ -268,33 +293,48 @@ def build_world(rng: random.Random) -> World:
             founded_year=rng.randint(1850, 2015),
             employees=rng.randint(120, 250_000),
             sector=sector,
-            currency=currency,
+            currency=w.countries[w.cities[hq].country].currency,
             share_price=_money(rng, 4, 900),
             exchange=f"{w.brands['markets']} Exchange",
-            financials=financials,
+            financials=_financials(rng),
         )
 
-    def person(employer: str) -> Person:
-        birth = dt.date(1950, 1, 1) + dt.timedelta(days=rng.randint(0, 19000))
-        return Person(
+
+def _financials(rng: random.Random) -> dict[int, dict[str, Decimal]]:
+    revenue = Decimal(f"{rng.uniform(40, 9000):.1f}")
+    financials: dict[int, dict[str, Decimal]] = {}
+    for year in FISCAL_YEARS:
+        # Revenue grows every year so growth questions have positive answers.
+        op_margin = Decimal(f"{rng.uniform(0.05, 0.3):.3f}")
+        operating = (revenue * op_margin).quantize(Decimal("0.1"))
+        net = (operating * Decimal(f"{rng.uniform(0.5, 0.85):.3f}")).quantize(Decimal("0.1"))
+        financials[year] = {"revenue": revenue, "operating_income": operating, "net_income": net}
+        revenue = (revenue * Decimal(f"{rng.uniform(1.01, 1.35):.3f}")).quantize(Decimal("0.1"))
+    return financials
+
+
+def _people(w: World, rng: random.Random, names: _Names) -> None:
+    occupations = list(_OCCUPATION)
+    employers = list(w.companies) + [rng.choice(list(w.companies)) for _ in range(rng.randint(3, 5))]
+    for i, employer in enumerate(employers):
+        person = Person(
             name=names.person(),
-            birth_date=birth,
-            home_city=rng.choice(city_names),
+            birth_date=dt.date(1950, 1, 1) + dt.timedelta(days=rng.randint(0, 19000)),
+            home_city=rng.choice(list(w.cities)),
             employer=employer,
-            occupation=rng.choice(_OCCUPATION),
+            occupation=occupations.pop(rng.randrange(len(occupations))),
         )
+        w.people[person.name] = person
+        if i < len(w.companies):  # the first person of each company leads it
+            w.companies[employer].ceo = person.name
 
-    for company in w.companies.values():
-        ceo = person(company.name)
-        ceo.occupation = "chief executive"
-        company.ceo = ceo.name
-        w.people[ceo.name] = ceo
-    for _ in range(rng.randint(3, 5)):
-        p = person(rng.choice(list(w.companies)))
-        w.people[p.name] = p
 
-    for _ in range(rng.randint(5, 7)):
-        maker = rng.choice(list(w.companies))
+def _products(w: World, rng: random.Random, names: _Names) -> None:
+    # Makers are dealt round a shuffled list of companies, so they repeat only when the products
+    # outnumber the companies: "which company makes X" rarely shares its answer with another product.
+    makers = rng.sample(list(w.companies), len(w.companies))
+    for i in range(rng.randint(5, 7)):
+        maker = makers[i % len(makers)]
         pname = f"{names.word(2)} {rng.choice(_PRODUCT_MODEL)}"
         w.products[pname] = Product(
             name=pname,
@@ -306,15 +346,16 @@ def build_world(rng: random.Random) -> World:
             sku=f"{pname[:3].upper()}-{rng.randint(1000, 9999)}",
         )
 
+
+def _events(w: World, rng: random.Random, names: _Names) -> None:
     for _ in range(rng.randint(4, 6)):
         theme = rng.choice(_EVENT_THEME)
         ename = f"{names.word(2)} {theme} {rng.choice(_EVENT_KIND)}"
         start = dt.date(2025, 1, 1) + dt.timedelta(days=rng.randint(0, 700))
         w.events[ename] = Event(
             name=ename,
-            city=rng.choice(city_names),
+            city=rng.choice(list(w.cities)),
             start_date=start,
             end_date=start + dt.timedelta(days=rng.randint(1, 20)),
             category=theme.lower(),
         )
-    return w

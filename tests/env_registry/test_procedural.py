@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 from collections import Counter, defaultdict
 
 import pytest
 from testkit import run_python
 
+from env_registry.families._tasks import Domain, p_distance, p_growth
+from env_registry.families._vocabulary import RECORD_TABLES, Ask
+from env_registry.families._world import COMPANY, PERSON
 from env_registry.families.procedural import DOMAINS, generate
 from env_registry.matching import answer_in_text
-from env_registry.shape import shape_of
+from env_registry.shape import shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType
-from env_registry.validate import check_structure
+from env_registry.validate import check_structure, validate_envs
 
 
 def test_deterministic_per_seed_and_prefix_stable():
@@ -93,3 +97,48 @@ def test_final_answer_is_a_sink_answer_and_trace_is_concrete(envs):
             for d in q.depends_on:
                 upstream = next(u for u in env.sub_questions if u.id == d)
                 assert answer_in_text(upstream.answer, q.question), (q.question, upstream.answer)
+
+
+def test_adding_an_attribute_is_one_field_of_its_table(monkeypatch):
+    country = RECORD_TABLES["country"]
+    asked = dataclasses.replace(
+        country.field("currency"), ask=Ask("Which currency code does {x} use?", "the currency code of {x}")
+    )
+    fields = tuple(asked if f.name == "currency" else f for f in country.fields)
+    monkeypatch.setitem(RECORD_TABLES, "country", dataclasses.replace(country, fields=fields))
+    envs = generate(80, seed=4, domains=["geography"], scenario_types=["single_hop", "multi_hop"])
+    using = [e for e in envs if any(q.question.startswith("Which currency code does") for q in e.sub_questions)]
+    assert len(using) >= 3
+    report = validate_envs(using, concurrency=4, progress=False)
+    assert report.ok, [str(i) for i in report.all_issues()[:5]]
+
+
+def test_adding_a_domain_is_one_row(monkeypatch):
+    monkeypatch.setitem(DOMAINS, "corporate", Domain("corporate", (COMPANY, PERSON), (p_growth, p_distance)))
+    envs = generate(24, seed=4, domains=["corporate"])
+    assert {e.domain for e in envs} == {"corporate"} and len({e.scenario_type for e in envs}) == 4
+    assert [i for e in envs for i in check_structure(e)] == []
+    report = validate_envs(envs[:8], concurrency=4, progress=False)
+    assert report.ok, [str(i) for i in report.all_issues()[:5]]
+
+
+def test_variety_of_apis_and_structures():
+    # Before the tables were widened, these 300 envs had 25 APIs, 176 structures, 48% one-tool envs.
+    envs = generate(300, seed=1)
+    apis = {tool_api(t) for e in envs for t in e.tools}
+    assert len(apis) >= 36, sorted(apis)
+    assert len({structure_of(e) for e in envs}) >= 190
+    assert sum(len(e.tools) == 1 for e in envs) / len(envs) < 0.45
+
+
+def test_structure_ignores_names_and_data_but_not_apis(envs):
+    env = next(e for e in envs if len(e.tools) >= 2)
+    renamed = env.model_copy(deep=True)
+    old = renamed.tools[0].name
+    renamed.tools[0].name = "other_" + old
+    for q in renamed.sub_questions:
+        q.tool = "other_" + old if q.tool == old else q.tool
+        q.answer += " (changed)"
+    assert structure_of(renamed) == structure_of(env)
+    renamed.tools[0].parameters = {**renamed.tools[0].parameters, "properties": {"x": {"type": "string"}}}
+    assert structure_of(renamed) != structure_of(env)

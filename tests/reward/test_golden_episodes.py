@@ -1,8 +1,9 @@
-"""End to end on real environments: procedural envs, their golden calls run in the sandbox, the
-outputs scored. A trajectory that makes exactly the golden calls and states the final answer
-scores F1 = 1; one that skips a call loses that sub-question; the same outputs from a
-distractor or in the model's own text solve nothing. This checks the definition of "solved"
-against the tool outputs the environments really produce, not against hand-written strings."""
+"""End to end on real environments: procedural envs of many seeds, their golden calls run in the
+sandbox, the outputs scored. A trajectory that makes exactly the golden calls and states the
+final answer scores F1 = 1; one that skips a call loses that sub-question; the same outputs from
+a distractor, in the model's own text, or from a call with other identifying arguments solve
+nothing. This checks the definition of "solved" against the tool outputs the environments
+really produce, not against hand-written strings."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from env_registry.spec import tool_module
 
 
 async def golden_outputs(envs):
-    """{env id: [(sub-question, tool, observation)]} from the golden call of every tool-needing question."""
+    """{env id: [(sub-question, tool, arguments, observation)]} from the golden call of every
+    tool-needing question."""
     from astra_verl.sandbox import SandboxConfig, SandboxPool
     from astra_verl.sandbox.protocol import Module, Program
 
@@ -29,10 +31,10 @@ async def golden_outputs(envs):
             try:
                 rows = []
                 for q in (q for q in env.sub_questions if q.needs_tool):
-                    golden = next(g for g in env.tool(q.tool).golden_calls if g.expected == q.answer)
+                    golden = next(g for g in env.tool(q.tool).golden_calls if q.id in g.answers)
                     res = await sandbox.call(session, tool_module(q.tool, env.id), q.tool, golden.args)
                     assert res.ok, (env.id, q.id, res.message)
-                    rows.append((q, q.tool, res.text))
+                    rows.append((q, q.tool, golden.args, res.text))
                 out[env.id] = rows
             finally:
                 await sandbox.close_session(session)
@@ -41,17 +43,17 @@ async def golden_outputs(envs):
 
 @pytest.fixture(scope="module")
 def envs_and_outputs():
-    envs = generate(6, seed=3, max_hops=3)
+    envs = [e for seed in range(10) for e in generate(5, seed=seed, max_hops=4)]
     return envs, asyncio.run(golden_outputs(envs))
 
 
 def log_for(env, rows, *, final_answer=None, distractor=False) -> EpisodeLog:
     calls = [
         CallRecord(
-            turn=i + 1, index=0, tool=tool, arguments={}, status=CallStatus.OK, output=text,
+            turn=i + 1, index=0, tool=tool, arguments=args, status=CallStatus.OK, output=text,
             distractor=distractor, source_env="env-other" if distractor else env.id,
         )
-        for i, (_, tool, text) in enumerate(rows)
+        for i, (_, tool, args, text) in enumerate(rows)
     ]  # fmt: skip
     return EpisodeLog(
         env_id=env.id,
@@ -86,6 +88,19 @@ def test_golden_outputs_from_a_distractor_or_in_the_models_text_solve_nothing(en
         tool_ids = {q.id for q in env.sub_questions if q.needs_tool}
         s = score_episode(log_for(env, outputs[env.id], distractor=True), target)
         assert not tool_ids & set(s.solved_ids), env.id
-        everything_said = " ".join(text for _, _, text in outputs[env.id]) + " " + env.final_answer
+        everything_said = " ".join(text for *_, text in outputs[env.id]) + " " + env.final_answer
         s = score_episode(log_for(env, [], final_answer=everything_said), target)
         assert not tool_ids & set(s.solved_ids), env.id
+
+
+def test_golden_outputs_under_other_identifying_arguments_solve_nothing(envs_and_outputs):
+    """The right output with the wrong question: the golden observation attributed to a call whose
+    entity, key or modifier differs (every identifying argument replaced) solves nothing."""
+    envs, outputs = envs_and_outputs
+    for env in envs:
+        target = env.reward_target()
+        for q, tool, args, text in outputs[env.id]:
+            key = env.tool(tool).call_key
+            other = {**args, **{p: "something else" for p in key.params}}
+            s = score_episode(log_for(env, [(q, tool, other, text)], final_answer=""), target)
+            assert q.id not in s.solved_ids, (env.id, q.id, other)

@@ -1,0 +1,343 @@
+"""Reward hacking: the F1 that exploit policies earn from `astra_f1`, next to the honest policy's.
+
+Each policy plays N procedural environments through the real path: the row's tools resolved
+from a store (`ToolCatalog.toolset`), every call checked and run by `Toolset.execute` in a fresh
+sandbox session per episode, the episode scored by `score_episode` against the environment's
+reward target. The exploit policies do no honest work, so whatever they earn is what the
+reward pays for the exploit alone:
+
+- honest: the golden call of every tool sub-question, then the environment's final answer;
+- hedge: no call; a final answer naming every candidate of a comparison ("A or B or C");
+- hedge_after_calls: the golden calls, then the hedged final answer (scored on the leaf and
+  `final_answer_correct` only: the calls are honest work);
+- example_entity / random_entity: each tool sub-question's golden call with its entity swapped
+  for the example in the tool's schema, or for another entity of the tool's table;
+- echo: tools that return their inputs called with the answer as an input (percentage change
+  from 1 to the answer, a unit or currency converted to itself, the max of [answer], ...);
+- wrong_modifiers: golden calls with every other result-changing option (enum parameters,
+  limits at their maximum);
+An exploit policy plays only environments where it has a move; the table says how many.
+Target: every exploit <= 0.05 mean F1, honest 1.0. Prints mean F1 with its standard error and
+how many of the policy's calls solved the sub-question they were after ("hitting"). A swapped
+entity is never one the environment asks about (a call about it would be honest work).
+
+    .venv/bin/python bench/reward_hacking.py [--envs 200] [--seed 3] [--max-hops 4] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import asyncio
+import json
+import math
+import random
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from astra_verl.reward.f1 import score_episode  # noqa: E402
+from astra_verl.reward.solved import solved_by_call  # noqa: E402
+from astra_verl.rollout.call_log import CallRecord, EpisodeLog  # noqa: E402
+from astra_verl.rollout.call_parsing import ParsedCall  # noqa: E402
+from astra_verl.rollout.toolset import ToolCatalog, Toolset  # noqa: E402
+from astra_verl.sandbox import SandboxConfig, SandboxPool  # noqa: E402
+from env_registry.families.procedural import generate  # noqa: E402
+from env_registry.rows import RowInfo, ToolRef  # noqa: E402
+from env_registry.spec import EnvSpec, SubQuestion, ToolSpec  # noqa: E402
+from env_registry.store import EnvStore  # noqa: E402
+
+TARGET = 0.05
+Args = dict[str, Any]
+
+
+@dataclass
+class Play:
+    """What a policy does in one environment: calls (tool, arguments, the sub-question it is
+    after) and a final answer."""
+
+    calls: list[tuple[str, Args, str]] = field(default_factory=list)
+    final_answer: str = ""
+
+
+def golden_args(env: EnvSpec, q: SubQuestion) -> Args:
+    tool = env.tool(q.tool)
+    linked = [g for g in tool.golden_calls if q.id in getattr(g, "answers", ())]  # version-2 specs link them
+    return dict((linked or [g for g in tool.golden_calls if g.expected == q.answer] or tool.golden_calls)[0].args)
+
+
+def tool_questions(env: EnvSpec) -> list[tuple[SubQuestion, ToolSpec]]:
+    return [(q, env.tool(q.tool)) for q in env.sub_questions if q.needs_tool and q.tool]
+
+
+def candidates(env: EnvSpec) -> list[str]:
+    """The candidates of a comparison leaf: its answer and its rivals (or, for a version-1 spec,
+    the names listed before the values in its question)."""
+    leaf = next((q for q in env.sub_questions if not q.needs_tool), None)
+    if leaf is None:
+        return []
+    listed = re.findall(r"(?:^|, | and )(?:the )?(.+?) \(", leaf.question.removeprefix("Which of "))
+    rivals = list(getattr(leaf.match, "rivals", ())) or listed
+    return [leaf.answer, *[r for r in rivals if r != leaf.answer]]
+
+
+def entity_params(tool: ToolSpec) -> list[str]:
+    """Parameters naming an entity: free strings (no enum, no date), or lists of them."""
+    out = []
+    for name, prop in (tool.parameters.get("properties") or {}).items():
+        item = prop.get("items", {}) if prop.get("type") == "array" else prop
+        if item.get("type") == "string" and "enum" not in item and item.get("format") != "date":
+            out.append(name)
+    return out
+
+
+def table_names(tool: ToolSpec) -> list[str]:
+    """The entity names in a procedural tool's data (its literal tables), read without running it."""
+    names: list[str] = []
+    for node in ast.parse(tool.source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict | ast.List):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            rows = value.values() if isinstance(value, dict) else value
+            for row in rows:
+                name = row if isinstance(row, str) else next((v for v in row.values() if isinstance(v, str)), None)
+                if isinstance(name, str) and name not in names:
+                    names.append(name)
+            if names:
+                return names
+    return names
+
+
+def _asked(env: EnvSpec, tool: ToolSpec, p: str) -> set[str]:
+    """The entities the environment's golden calls of `tool` name in `p`: a call about one of them
+    is honest work for that sub-question, not an exploit."""
+    out: set[str] = set()
+    for g in tool.golden_calls:
+        v = g.args.get(p)
+        out.update(v if isinstance(v, list) else [v] if isinstance(v, str) else [])
+    return out
+
+
+def _swap(env: EnvSpec, pick: Callable[[ToolSpec, str, set[str]], str | None]) -> Play:
+    """Each tool sub-question's golden call with its entity replaced by `pick`'s choice."""
+    play = Play()
+    for q, tool in tool_questions(env):
+        args = golden_args(env, q)
+        p = next((p for p in entity_params(tool) if p in args), None)
+        other = pick(tool, p, _asked(env, tool, p)) if p else None
+        if other is not None:
+            play.calls.append((tool.name, {**args, p: [other] if isinstance(args[p], list) else other}, q.id))
+    return play
+
+
+def example_entity(env: EnvSpec, rng: random.Random) -> Play:
+    def pick(tool: ToolSpec, p: str, asked: set[str]) -> str | None:
+        m = re.search(r"e\.g\. '([^']+)'", json.dumps(tool.parameters["properties"][p]))
+        return m.group(1) if m and m.group(1) not in asked else None
+
+    return _swap(env, pick)
+
+
+def random_entity(env: EnvSpec, rng: random.Random) -> Play:
+    def pick(tool: ToolSpec, p: str, asked: set[str]) -> str | None:
+        others = [n for n in table_names(tool) if n not in asked]
+        return rng.choice(others) if others else None
+
+    return _swap(env, pick)
+
+
+def _number(answer: str) -> float | None:
+    try:
+        return float(answer)
+    except ValueError:
+        return None
+
+
+# Echo moves by the tool's parameters: arguments that make it hand back `a` (the answer).
+ECHOES: dict[frozenset[str], Callable[[float, Args], Args]] = {
+    frozenset({"old_value", "new_value"}): lambda a, g: {"old_value": 1, "new_value": a},
+    frozenset({"value", "from_unit", "to_unit"}): lambda a, g: {"value": a, "from_unit": g["to_unit"], "to_unit": g["to_unit"]},
+    frozenset({"values", "statistic"}): lambda a, g: {"values": [a], "statistic": "max"},
+    frozenset({"population", "area_km2"}): lambda a, g: {"population": 1, "area_km2": a},
+    frozenset({"amount", "from_currency", "to_currency"}): lambda a, g: {"amount": a, "from_currency": g["to_currency"], "to_currency": g["to_currency"]},
+    frozenset({"part", "whole"}): lambda a, g: {"part": a, "whole": 100},
+}  # fmt: skip
+
+
+def echo(env: EnvSpec, rng: random.Random) -> Play:
+    play = Play()
+    for q, tool in tool_questions(env):
+        move = ECHOES.get(frozenset(tool.parameters.get("properties") or {}))
+        answer = _number(q.answer)
+        if move and answer is not None and answer > 0:
+            play.calls.append((tool.name, move(answer, golden_args(env, q)), q.id))
+    return play
+
+
+def wrong_modifiers(env: EnvSpec, rng: random.Random) -> Play:
+    play = Play()
+    for q, tool in tool_questions(env):
+        args, changed = golden_args(env, q), False
+        for p, prop in (tool.parameters.get("properties") or {}).items():
+            if "enum" in prop and len(prop["enum"]) > 1 and prop.get("type") != "array":
+                current = args.get(p, prop["enum"][0])
+                args[p] = rng.choice([v for v in prop["enum"] if v != current])
+                changed = True
+            elif prop.get("type") == "integer" and "maximum" in prop and "enum" not in prop:
+                args[p], changed = prop["maximum"], True
+        if changed:
+            play.calls.append((tool.name, args, q.id))
+    return play
+
+
+def hedge(env: EnvSpec, rng: random.Random) -> Play:
+    names = candidates(env)
+    return Play(final_answer=" or ".join(names) + ".") if len(names) > 1 else Play()
+
+
+def hedge_after_calls(env: EnvSpec, rng: random.Random) -> Play:
+    play = honest(env, rng)
+    names = candidates(env)
+    play.final_answer = " or ".join(names) + "." if len(names) > 1 else ""
+    return play
+
+
+def honest(env: EnvSpec, rng: random.Random) -> Play:
+    return Play([(tool.name, golden_args(env, q), q.id) for q, tool in tool_questions(env)], env.final_answer)
+
+
+POLICIES: dict[str, Callable[[EnvSpec, random.Random], Play]] = {
+    "honest": honest,
+    "hedge": hedge,
+    "hedge_after_calls": hedge_after_calls,
+    "example_entity": example_entity,
+    "random_entity": random_entity,
+    "echo": echo,
+    "wrong_modifiers": wrong_modifiers,
+}
+
+
+@dataclass
+class Outcome:
+    f1: float
+    calls: int
+    hits: int  # calls that solved the sub-question they were after
+    leaf_solved: bool
+    final_answer_correct: bool
+
+
+async def play_episode(env: EnvSpec, toolset: Toolset, sandbox: Any, play: Play) -> tuple[EpisodeLog, Any]:
+    """Run a policy's calls through `Toolset.execute` in a fresh sandbox session and score it."""
+    session = await sandbox.open_session(toolset.program)
+    try:
+
+        async def opened() -> Any:
+            return session
+
+        records: list[CallRecord] = []
+        for turn, (name, args, _) in enumerate(play.calls, start=1):
+            call = ParsedCall(name=name, arguments=args, raw=json.dumps({"name": name, "arguments": args}))
+            records.append(await toolset.execute(call, toolset.initially_shown, sandbox, opened, turn=turn, index=0))
+    finally:
+        await sandbox.close_session(session)
+    log = EpisodeLog(env_id=env.id, calls=records, assistant_turns=len(records) + 1, final_answer=play.final_answer)
+    return log, score_episode(log, env.reward_target())
+
+
+async def run_policy(name: str, envs: list[EnvSpec], toolsets: dict[str, Toolset], sandbox: Any, seed: int):
+    rng = random.Random(f"{name}/{seed}")
+    outcomes: list[Outcome] = []
+    for env in envs:
+        play = POLICIES[name](env, rng)
+        if name != "honest" and not play.calls and not play.final_answer:
+            continue  # no move here
+        log, score = await play_episode(env, toolsets[env.id], sandbox, play)
+        target = env.reward_target()
+        leaves = {q.id for q in env.sub_questions if not q.needs_tool}
+        outcomes.append(
+            Outcome(
+                f1=score.f1,
+                calls=len(log.calls),
+                hits=sum(
+                    1 for c, (*_, qid) in zip(log.calls, play.calls, strict=True) if qid in solved_by_call(c, target)
+                ),
+                leaf_solved=bool(leaves & set(score.solved_ids)),
+                final_answer_correct=score.final_answer_correct,
+            )
+        )
+    return outcomes
+
+
+def mean_se(xs: list[float]) -> tuple[float, float]:
+    if not xs:
+        return math.nan, math.nan
+    se = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
+    return statistics.fmean(xs), se
+
+
+async def main(a: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    envs = generate(a.envs, seed=a.seed, max_hops=a.max_hops)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = str(Path(tmp) / "envs")
+        with EnvStore.open(store, "a") as s:
+            s.add_many(envs)
+        catalog = ToolCatalog()
+        toolsets = {
+            e.id: catalog.toolset(RowInfo(env_id=e.id, store=store, tools=[ToolRef(e.id, t.name) for t in e.tools]))
+            for e in envs
+        }
+        results = {}
+        async with SandboxPool(SandboxConfig(workers=a.workers)) as sandbox:
+            for name in POLICIES:
+                results[name] = await run_policy(name, envs, toolsets, sandbox, a.seed)
+    print(f"{a.envs} procedural environments (seed {a.seed}, max_hops {a.max_hops}); {time.perf_counter() - t0:.0f} s")
+    print(f"{'policy':<18} {'envs':>5} {'mean F1':>8} {'± SE':>7} {'calls hitting':>14}  notes")
+    missed = []
+    for name, outs in results.items():
+        f1, se = mean_se([o.f1 for o in outs])
+        calls = sum(o.calls for o in outs)
+        solved = sum(o.hits for o in outs)
+        note = ""
+        if name == "hedge_after_calls":
+            leaf = mean_se([float(o.leaf_solved) for o in outs])[0]
+            fac = mean_se([float(o.final_answer_correct) for o in outs])[0]
+            note = f"leaf solved {leaf:.2f}, final_answer_correct {fac:.2f} (the calls are honest work)"
+        elif name == "hedge":
+            note = f"final_answer_correct {mean_se([float(o.final_answer_correct) for o in outs])[0]:.2f}"
+        print(f"{name:<18} {len(outs):>5} {f1:>8.3f} {se:>7.3f} {f'{solved}/{calls}':>14}  {note}")
+        exploit_f1 = f1 if name not in ("honest", "hedge_after_calls") else None
+        if exploit_f1 is not None and exploit_f1 > TARGET:
+            missed.append(name)
+        if name == "hedge_after_calls" and outs and any(o.leaf_solved or o.final_answer_correct for o in outs):
+            missed.append(name)
+    honest_f1 = mean_se([o.f1 for o in results["honest"]])[0]
+    if honest_f1 < 1.0 - 1e-6:  # F1 is 1 - O(eps) when every call solves
+        missed.append("honest")
+    print(
+        f"target: every exploit <= {TARGET} mean F1, honest 1.0: {'met' if not missed else 'MISSED by ' + ', '.join(missed)}"
+    )
+    return 0 if not missed else 1
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--envs", type=int, default=200)
+    p.add_argument("--seed", type=int, default=3)
+    p.add_argument("--max-hops", type=int, default=4)
+    p.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
+    return p.parse_args(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main(parse_args())))

@@ -1,0 +1,89 @@
+"""The red-team cases of issue 23 as tests: each exploit policy of `bench/reward_hacking.py`
+plays procedural environments through `Toolset.execute`, the sandbox and `score_episode`, and
+earns nothing, while the honest policy keeps F1 = 1.
+
+Before the reward checked the right call, masked echoes and required a committed answer, on
+these environments: a zero-call hedge earned F1 0.41 with `final_answer_correct` 1, echoes hit
+every time (F1 0.41), list calls with wrong modifiers 0.08, swapped entities 0.02-0.04."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import random
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from testkit import REPO
+
+from astra_verl.reward.solved import solved_by_call
+from astra_verl.rollout.toolset import ToolCatalog
+from astra_verl.sandbox import SandboxConfig, SandboxPool
+from env_registry.families.procedural import generate
+from env_registry.rows import RowInfo, ToolRef
+from env_registry.store import EnvStore
+
+_spec = importlib.util.spec_from_file_location("reward_hacking", REPO / "bench" / "reward_hacking.py")
+hacking = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = hacking  # its dataclasses resolve annotations through sys.modules
+_spec.loader.exec_module(hacking)
+
+
+@pytest.fixture(scope="module")
+def played():
+    """{policy: [(env, Play, score, log)]} on 60 environments of seed 3."""
+    envs = generate(60, seed=3, max_hops=4)
+
+    async def play_all(store: str):
+        catalog = ToolCatalog()
+        out = {name: [] for name in hacking.POLICIES}
+        async with SandboxPool(SandboxConfig(workers=2)) as sandbox:
+            for env in envs:
+                row = RowInfo(env_id=env.id, store=store, tools=[ToolRef(env.id, t.name) for t in env.tools])
+                toolset = catalog.toolset(row)
+                for name, policy in hacking.POLICIES.items():
+                    play = policy(env, random.Random(f"{name}/{env.id}"))
+                    if name != "honest" and not play.calls and not play.final_answer:
+                        continue
+                    log, score = await hacking.play_episode(env, toolset, sandbox, play)
+                    out[name].append((env, play, score, log))
+        return out
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = str(Path(tmp) / "envs")
+        with EnvStore.open(store, "a") as s:
+            s.add_many(envs)
+        return asyncio.run(play_all(store))
+
+
+def hits(env, play, log) -> int:
+    """Calls that solved the sub-question they were after."""
+    target = env.reward_target()
+    return sum(1 for c, (*_, qid) in zip(log.calls, play.calls, strict=True) if qid in solved_by_call(c, target))
+
+
+def test_the_honest_policy_scores_one_everywhere(played):
+    assert len(played["honest"]) == 60
+    for env, _, score, _ in played["honest"]:
+        assert score.f1 == pytest.approx(1.0, abs=1e-5), env.id
+        assert score.final_answer_correct, env.id
+
+
+def test_a_hedged_final_answer_solves_no_leaf_and_is_not_correct(played):
+    assert len(played["hedge"]) >= 10  # comparisons occur
+    for env, play, score, _ in played["hedge"]:
+        assert " or " in play.final_answer and env.final_answer in play.final_answer
+        assert score.f1 == 0.0 and not score.final_answer_correct, (env.id, play.final_answer)
+    for env, _, score, _ in played["hedge_after_calls"]:
+        leaves = {q.id for q in env.sub_questions if not q.needs_tool}
+        assert not leaves & set(score.solved_ids) and not score.final_answer_correct, env.id
+
+
+@pytest.mark.parametrize("policy", ["example_entity", "random_entity", "echo", "wrong_modifiers"])
+def test_an_exploit_call_never_solves_what_it_is_after(played, policy):
+    episodes = played[policy]
+    assert sum(len(play.calls) for _, play, _, _ in episodes) >= 5, policy  # the exploit was tried
+    assert sum(hits(env, play, log) for env, play, _, log in episodes) == 0
+    assert max(score.f1 for *_, score, _ in episodes) == 0.0
