@@ -36,6 +36,9 @@ SANDBOX_WORK_ROOT = "/tmp/sessions"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 SYSTEM_FILES = ("/etc/localtime", "/etc/ld.so.cache")
 WORKER_ENV = {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "MALLOC_ARENA_MAX": "2"}
+# Session processes each worker keeps forked and confined, waiting for a program (inside/worker.py):
+# an open is then a hand-off. Two cover a worker's next opens while it forks their replacements.
+SPARE_SESSIONS = 2
 BOOTSTRAP = "import sys; sys.path.insert(0, {root!r}); from inside import worker; worker.main()"
 
 
@@ -135,8 +138,11 @@ class WorkerCommand:
     cwd: str | None
 
 
-def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: str) -> WorkerCommand:
-    """The command line that starts one worker whose control channel is the inherited `ctl_fd`."""
+def worker_command(
+    backend: str, config: SandboxConfig, ctl_fd: int, work_root: str, uids: tuple[int, int]
+) -> WorkerCommand:
+    """The command line that starts one worker whose control channel is the inherited `ctl_fd`
+    and whose sessions take their uids (when it runs as root) from `uids` = (first, count)."""
     pkg_root = SANDBOX_PKG_ROOT if backend == "bwrap" else PKG_ROOT
     packages = package_dirs(config.packages)
     cfg = {
@@ -148,6 +154,8 @@ def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: 
         "read_paths": read_paths() + list(packages.values()),
         "packages": packages,
         "max_output_chars": config.max_output_chars,
+        "uids": list(uids),
+        "spares": SPARE_SESSIONS,
         "limits": {
             "memory_mb": config.memory_mb,
             "cpu_s": config.session_cpu_s,

@@ -14,6 +14,8 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
+import linecache
+import marshal
 import os
 import signal
 import socket
@@ -332,6 +334,30 @@ def reroot_imports(dirs: list[str], fds: list[int]) -> None:
             paths[:] = [reroot(p) for p in paths]
 
 
+def read_program(sock: socket.socket) -> tuple[dict, dict]:
+    """The program the worker hands over (worker.Compiled.blob): code objects and compile errors;
+    its sources go to linecache, for the lines of tracebacks. Read to its exact end: the pool's
+    requests follow on the same channel."""
+    header = _recv_exactly(sock, wire.HEADER.size)
+    (size,) = wire.HEADER.unpack(header)
+    codes, errors, sources = marshal.loads(_recv_exactly(sock, size))
+    for name, source in sources.items():
+        filename = f"<tool {name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return codes, errors
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise ConnectionError("the worker closed the channel before handing over a program")
+        got += n
+    return bytes(buf)
+
+
 def run(
     sock_fd: int,
     *,
@@ -341,16 +367,15 @@ def run(
     tmpfs_mb: int | None,
     limits: dict,
     max_output: int,
-    landlock: int,
-    read_paths: list[str],
+    landlock: confine.LandlockRules | None,
+    seccomp: confine.SeccompTemplate,
     stdlib_fds: list[int],
     package_fds: dict[str, int],
-    codes: dict,
-    compile_errors: dict,
     own_modules: list[str],
 ) -> None:
-    """Body of the forked session process; never returns. Imports already go through `stdlib_fds`
-    (`reroot_imports`, done by the worker)."""
+    """Body of the forked session process; never returns. Confines itself, waits for its program,
+    loads it and serves calls. Imports already go through `stdlib_fds` (`reroot_imports`, done by
+    the worker)."""
     code = 0
     try:
         confine.set_parent_death_signal(signal.SIGKILL)
@@ -358,8 +383,10 @@ def run(
             os._exit(1)
         signal.set_wakeup_fd(-1)
         # Keep only what the session needs: a descriptor inherited from the worker (its control
-        # channel, another session's socket still queued there) would reach outside the session.
-        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds, *package_fds.values()})
+        # channel, another session's channel) would reach outside the session. The Landlock
+        # descriptors are closed by confine() once the ruleset is built.
+        landlock_fds = landlock.fds if landlock is not None else []
+        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds, *package_fds.values(), *landlock_fds})
         for lo, hi in zip(keep, [*keep[1:], None], strict=True):
             if hi is None:
                 os.closerange(lo + 1, 1 << 20)
@@ -379,7 +406,7 @@ def run(
                 workdir=workdir,
                 tmpfs_mb=tmpfs_mb,
                 landlock=landlock,
-                read_paths=read_paths,
+                seccomp=seccomp,
                 **limits,
             )
         except (confine.ConfinementError, OSError, ValueError) as exc:
@@ -394,6 +421,7 @@ def run(
         tempfile.tempdir = workdir
         for name in own_modules:
             sys.modules.pop(name, None)  # our own package must not shadow a program module named "inside"
+        codes, compile_errors = read_program(sock)  # a spare waits here for its session
         rt = Runtime(sock, codes, compile_errors, max_output)
         t0 = time.perf_counter()
         rt.load()
