@@ -127,11 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
-    from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES
+    from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES
     from astra_verl.sandbox import SandboxConfig
 
     kw: dict[str, Any] = {
         "packages": list(REQUIRED_PACKAGES),
+        "preload": list(PRELOAD_MODULES),
         "call_timeout_s": float(args.call_timeout),
         "max_output_chars": MAX_OUTPUT_CHARS,
         "max_sessions": max(16, 4 * concurrency),

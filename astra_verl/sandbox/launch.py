@@ -153,6 +153,7 @@ def worker_command(
         "tmp_mb": config.tmp_mb,
         "read_paths": read_paths() + list(packages.values()),
         "packages": packages,
+        "preload": list(config.preload),
         "max_output_chars": config.max_output_chars,
         "uids": list(uids),
         "spares": SPARE_SESSIONS,
@@ -262,6 +263,8 @@ def describe_isolation(
         )
     if config.packages:
         parts.append(f"importable packages (read-only): {', '.join(config.packages)}")
+    if config.preload:
+        parts.append(f"imported by the workers before forking sessions: {', '.join(config.preload)}")
     parts.append(
         f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to itself only, no ptrace, "
         "namespaces, mounts, bpf, io_uring, SysV IPC"

@@ -299,6 +299,10 @@ class _Worker:
                     os.close(fd)
             if not self.hello.done():
                 self.hello.set_result(msg)
+        elif op == "fatal":
+            for fd in fds:
+                os.close(fd)
+            self._died(f"it could not start: {msg.get('error')}")
         elif op == "opened":
             key = msg["sid"]
             if len(fds) != 2:

@@ -167,7 +167,8 @@ class ProgramFinder:
 class PackageFinder:
     """Imports the installed packages a pool exposes (`SandboxConfig.packages`) from descriptors of
     their directories: only those directories are readable, so the site-packages around them
-    cannot be searched. Appended after the path finder: a standard-library name always wins."""
+    cannot be searched. Appended after the path finder: a standard-library name always wins. The
+    worker installs it on itself; its sessions inherit it."""
 
     def __init__(self, roots: dict[str, str]):
         self.roots = roots  # top-level name -> "/proc/self/fd/N"
@@ -414,8 +415,6 @@ def run(
             os._exit(3)
         os.chdir(workdir)
         os.environ.update({"HOME": workdir, "TMPDIR": workdir})  # the rest is SESSION_ENV, set by the worker
-        if package_fds:
-            sys.meta_path.append(PackageFinder({n: f"/proc/self/fd/{fd}" for n, fd in package_fds.items()}))
         import tempfile
 
         tempfile.tempdir = workdir

@@ -15,6 +15,7 @@ Control frames:
 
     pool -> worker  {"op": "open", "sid", "digest", "modules": [[name, source], ...]}
     worker -> pool  {"op": "hello", "landlock", "uid_drop", "private_tmp", "machine"} + a pidfd of the worker
+                    {"op": "fatal", "error"}   (it cannot start, e.g. a module of `preload` failed; then exits)
                     {"op": "opened", "sid"} + a pidfd of the session process + the pool's end of its channel
                     {"op": "open_failed", "sid", "error"}
                     {"op": "exit", "sid", "status"}   (raw wait status, once it was reaped)
@@ -27,6 +28,7 @@ death signal, and the pid namespace under bubblewrap).
 
 from __future__ import annotations
 
+import importlib
 import json
 import marshal
 import os
@@ -95,6 +97,10 @@ class Worker:
         self.own_modules = [m for m in sys.modules if m == "inside" or m.startswith("inside.")]
         # name -> fd of an installed package's directory (SandboxConfig.packages), reached like the stdlib
         self.package_fds = {n: os.open(d, os.O_PATH | os.O_DIRECTORY) for n, d in cfg.get("packages", {}).items()}
+        if self.package_fds:  # sessions inherit the finder (and whatever the worker preloads through it)
+            sys.meta_path.append(
+                session.PackageFinder({n: f"/proc/self/fd/{fd}" for n, fd in self.package_fds.items()})
+            )
         # Confinement prepared once: sessions only complete it (their work dir, their pid).
         abi = confine.landlock_abi() if cfg["landlock"] else 0
         self.landlock = confine.LandlockRules(abi, list(dict.fromkeys([*stdlib, *cfg["read_paths"]]))) if abi else None
@@ -316,6 +322,12 @@ def main() -> None:
     os.environ.clear()
     os.environ.update(session.SESSION_ENV)
     worker = Worker(cfg)
+    try:
+        for name in cfg["preload"]:  # after Worker(): imported through the paths sessions use
+            importlib.import_module(name)
+    except BaseException as exc:  # noqa: BLE001 - any failure of a preload is a start-up error
+        wire.send(worker.ctl, {"op": "fatal", "error": f"astra.sandbox.preload: importing {name!r} failed: {exc!r}"})
+        return
     try:
         worker.serve()
     except (BrokenPipeError, ConnectionResetError):
