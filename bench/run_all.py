@@ -10,7 +10,10 @@ A benchmark joins the table by accepting `--quick` (a run of a minute or two on 
 `--json PATH` (write its rows with `benchkit.Report.write`). One that fails or times out gets a
 row saying so, and `make bench` exits non-zero.
 
-    .venv/bin/python bench/run_all.py [--out runs/bench] [--only sandbox,reward]
+    .venv/bin/python bench/run_all.py [--out runs/bench] [--only sandbox,reward] [--readme README.md]
+
+`--readme PATH` also replaces the table between the `<!-- bench:begin -->` and `<!-- bench:end -->`
+lines of PATH with this run's table (only after a run in which every benchmark finished).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ BENCHES = (
     ("reward_hacking.py", 300),  # owned by the reward work; joins when it accepts --quick/--json
     ("learning.py", 600),  # owned by the learning work; likewise
 )
+BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 COLUMNS = ("benchmark", "what is measured", "competing approach (what a user would run instead)", "ours", "theirs",
            "ratio", "target")  # fmt: skip
 
@@ -94,10 +98,21 @@ def table(rows: list[dict], before: dict, after: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def replace_block(path: Path, md: str) -> None:
+    """Put `md` between the BEGIN and END lines of `path` (the README's benchmark table)."""
+    text = path.read_text()
+    if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
+        raise SystemExit(f"{path}: needs exactly one {BEGIN} line followed by one {END} line")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    path.write_text(f"{head}{BEGIN}\n{md}{END}{tail}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/bench", help="where the logs, rows and table.md go (default runs/bench)")
     ap.add_argument("--only", help="comma-separated script names (without .py) to run")
+    ap.add_argument("--readme", metavar="PATH", help="also put the table into PATH between the bench markers")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -120,6 +135,12 @@ def main() -> int:
     (out / "table.md").write_text(md)
     print("\n" + md)
     print(f"table: {out / 'table.md'}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    if args.readme:
+        if failed or only is not None:
+            print(f"{args.readme} left as it is: the README's table comes from a complete run only")
+        else:
+            replace_block(Path(args.readme), md)
+            print(f"{args.readme}: benchmark table replaced")
     return 1 if failed else 0
 
 
