@@ -77,6 +77,8 @@ class CappedSink:
 
 def restore_builtins() -> None:
     current = vars(builtins)
+    if current == _BUILTINS:  # the common case, compared in C (values by identity first)
+        return
     for name in [n for n in current if n not in _BUILTINS]:
         del current[name]
     current.update(_BUILTINS)
@@ -117,6 +119,46 @@ def _signature(fn) -> inspect.Signature | None:
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+_CO_VARARGS, _CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+
+
+class KeywordCheck:
+    """What `inspect.signature(fn).bind(**kwargs)` decides for a plain Python function, from its
+    code object: the names it takes by keyword, the ones it requires, whether it takes **kwargs.
+    Built once per function; `accepts` is a set test instead of Signature.bind's Python loop. Only
+    for functions whose signature is their code's (no `__wrapped__` / `__signature__`)."""
+
+    __slots__ = ("names", "required", "any_keyword", "impossible", "posonly")
+
+    def __init__(self, fn: types.FunctionType):
+        co = fn.__code__
+        npos, nkw = co.co_argcount, co.co_kwonlyargcount
+        positional, keyword_only = co.co_varnames[:npos], co.co_varnames[npos : npos + nkw]
+        n_defaults = len(fn.__defaults__ or ())
+        kwdefaults = fn.__kwdefaults__ or {}
+        posonly = positional[: co.co_posonlyargcount]
+        self.names = frozenset(positional[co.co_posonlyargcount :] + keyword_only)
+        required = positional[: npos - n_defaults] + tuple(n for n in keyword_only if n not in kwdefaults)
+        # a positional-only parameter without a default can never be passed by keyword
+        self.impossible = any(n in required for n in posonly)
+        self.required = frozenset(n for n in required if n not in posonly)
+        self.any_keyword = bool(co.co_flags & _CO_VARKEYWORDS)
+        self.posonly = frozenset(posonly)
+
+    @classmethod
+    def of(cls, fn) -> KeywordCheck | None:
+        if type(fn) is not types.FunctionType or "__wrapped__" in vars(fn) or "__signature__" in vars(fn):
+            return None
+        return cls(fn)
+
+    def accepts(self, kwargs: dict) -> bool:
+        """True only when Signature.bind would accept `kwargs`; False sends the call to it (a
+        positional-only name passed by keyword, which bind's verdict on differs across Pythons)."""
+        if self.impossible or not self.required.issubset(kwargs) or not self.posonly.isdisjoint(kwargs):
+            return False
+        return self.any_keyword or self.names.issuperset(kwargs)
 
 
 def bad_args_detail(sig: inspect.Signature, kwargs: dict, exc: TypeError) -> str:
@@ -188,6 +230,7 @@ class Runtime:
         self.errors: dict[str, str] = dict(compile_errors)  # name -> load error message
         self.modules: dict[str, types.ModuleType] = {}
         self.signatures: dict = {}  # function -> inspect.Signature (or None), computed once
+        self.checks: dict = {}  # function -> KeywordCheck (or None: not a plain function), computed once
         self.files = {f"<tool {n}>" for n in [*codes, *compile_errors]}
 
     # ------------------------------------------------------------------ loading
@@ -257,13 +300,36 @@ class Runtime:
         sig = self.signatures[fn] = _signature(fn)
         return sig
 
-    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+    def keyword_check(self, fn) -> KeywordCheck | None:
+        try:
+            return self.checks[fn]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable callable object
+            return None
+        check = self.checks[fn] = KeywordCheck.of(fn)
+        return check
+
+    def bad_args(self, fn, function: str, kwargs: dict) -> dict | None:
+        """The bad_args result when `kwargs` cannot be passed to `fn`, else None. Plain functions
+        are checked from their code object; inspect's Signature is built only for other callables
+        and to word a refusal."""
+        check = self.keyword_check(fn)
+        if check is not None and check.accepts(kwargs):
+            return None
         sig = self.signature(fn)
-        if sig is not None:
-            try:
-                sig.bind(**kwargs)
-            except TypeError as exc:
-                return {"ok": False, "kind": "bad_args", "msg": f"{function}{sig}: {bad_args_detail(sig, kwargs, exc)}"}
+        if sig is None:
+            return None
+        try:
+            sig.bind(**kwargs)
+        except TypeError as exc:
+            return {"ok": False, "kind": "bad_args", "msg": f"{function}{sig}: {bad_args_detail(sig, kwargs, exc)}"}
+        return None
+
+    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+        refused = self.bad_args(fn, function, kwargs)
+        if refused is not None:
+            return refused
         try:
             out = render(fn(**kwargs))
         except OutputLimitExceeded:
@@ -286,10 +352,10 @@ class Runtime:
         return {"ok": True, "out": clean(out)}
 
     def serve(self) -> None:
-        buf = wire.FrameBuffer(max_frame=64 << 20)
+        reader = wire.Reader(self.sock, max_frame=64 << 20)
         while True:
             try:
-                frame = wire.recv(self.sock, buf)
+                frame = reader.next()
             except (OSError, wire.ProtocolError):  # the tool closed or garbled its own channel
                 os._exit(wire.EXIT_CHANNEL_LOST)
             if frame is None:  # the pool closed the session
