@@ -123,3 +123,29 @@ async def test_live_sessions_never_share_a_uid(fresh_config, backend):
         assert all(config.uid_base <= u < config.uid_base + (1 << 24) for u in uids), uids
         for s in sessions:
             await pool.close_session(s)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a private tmpfs per session needs root")
+async def test_work_dirs_are_reused_under_private_tmpfs_and_leave_nothing(fresh_config, backend):
+    config = fresh_config(backend, workers=1)
+    async with SandboxPool(config) as pool:
+        cwds = []
+        for _ in range(12):
+            s = await pool.open_session(Program((Module("m", "import os\ndef f():\n    return os.getcwd()\n"),)))
+            cwds.append((await pool.call(s, "m", "f", {})).output)
+            await pool.close_session(s)
+            await asyncio.sleep(0.05)  # reaped: its dir is free for a later spare
+        # mount points are handed on (each session still mounts a fresh tmpfs of its own on it)
+        assert len(set(cwds)) < len(cwds), cwds
+
+
+async def test_work_dirs_of_closed_sessions_do_not_accumulate(fresh_config):
+    """Reused (root, private tmpfs) or removed while the worker is idle (no root): either way the
+    work root holds a dir per spare and one or two more, however many sessions came and went."""
+    async with SandboxPool(fresh_config("process", workers=1)) as pool:
+        root = pool._work_root
+        for _ in range(12):
+            s = await pool.open_session(PROGRAM)
+            assert (await pool.call(s, "m", "f", {})).ok
+            await pool.close_session(s)
+        await wait_for(lambda: len(os.listdir(root)) <= SPARE_SESSIONS + 2)  # + a free one, + the last one
