@@ -97,11 +97,18 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per cell, median reported (default 3)")
-    parser.add_argument("--quick", action="store_true", help="batches 8 and 32 only (make bench)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads, the same for every side (default 1: on a shared machine, OpenMP "
+                             "threads spin while a sibling waits for a core)")  # fmt: skip
+    parser.add_argument("--one-by-one-max", type=int, default=1 << 30,
+                        help="skip one-at-a-time generate() above this batch size (it is the slow column)")  # fmt: skip
+    parser.add_argument("--quick", action="store_true",
+                        help="batches 8 and 32, 2 runs each, one-at-a-time only at 8 (make bench)")  # fmt: skip
     parser.add_argument("--json", metavar="PATH", help="write the summary rows as JSON")
     args = parser.parse_args()
     if args.quick:
-        args.batch = "8,32"
+        args.batch, args.repeat, args.one_by_one_max = "8,32", 2, 8
+    torch.set_num_threads(args.threads)
     print(machine_line())
     report = Report("bench/hf_cpu_rollout.py")
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,9 +120,8 @@ def main() -> None:
             f"model hidden {args.hidden}, {args.layers} layers; {args.tokens} tokens per request, torch threads "
             f"{torch.get_num_threads()}; median of {args.repeat} runs per cell"
         )
-        print(
-            f"{'batch':>6} {'hf_cpu tok/s':>14} {'generate() 1 by 1':>18} {'generate() batched':>19} {'vs 1 by 1':>10} {'vs batched':>11}"
-        )
+        header = ("batch", "hf_cpu tok/s", "generate() 1 by 1", "vs 1 by 1", "generate() batched", "vs batched")
+        print(" ".join(f"{h:>{w}}" for h, w in zip(header, (6, 14, 18, 10, 19, 11), strict=True)))
         for batch in (int(b) for b in args.batch.split(",")):
             requests = _requests(batch, args.tokens, args.prompt, engine.vocab_size)
             rates = {"ours": [], "seq": [], "batched": []}
@@ -123,14 +129,15 @@ def main() -> None:
                 start = time.perf_counter()
                 results = engine.generate_batch(requests)
                 rates["ours"].append(sum(len(r.token_ids) for r in results) / (time.perf_counter() - start))
-                start = time.perf_counter()
-                rates["seq"].append(_sequential(engine, requests) / (time.perf_counter() - start))
+                if batch <= args.one_by_one_max:
+                    start = time.perf_counter()
+                    rates["seq"].append(_sequential(engine, requests) / (time.perf_counter() - start))
                 start = time.perf_counter()
                 rates["batched"].append(_batched(engine, requests) / (time.perf_counter() - start))
-            ours, seq, batched = (statistics.median(rates[k]) for k in ("ours", "seq", "batched"))
-            print(
-                f"{batch:>6} {ours:>14.0f} {seq:>18.0f} {batched:>19.0f} {ours / seq:>9.1f}x {ours / batched:>10.2f}x"
-            )
+            ours, batched = statistics.median(rates["ours"]), statistics.median(rates["batched"])
+            seq = statistics.median(rates["seq"]) if rates["seq"] else None
+            seq_cells = f"{seq:>18.0f} {ours / seq:>9.1f}x" if seq else f"{'-':>18} {'-':>10}"
+            print(f"{batch:>6} {ours:>14.0f} {seq_cells} {batched:>19.0f} {ours / batched:>10.2f}x")
             if batch > 1:
                 report.add(what=f"CPU rollout, {batch} concurrent requests x {args.tokens} tokens (tiny Qwen2)",
                            competitor="transformers `generate()`, the requests batched (left-padded)",
