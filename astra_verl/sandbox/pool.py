@@ -178,10 +178,17 @@ class _SessionProc:
         self.key = pid_key
         self.pidfd: int | None = pidfd
         self.channel = channel  # the pool's end; wrapped in reader/writer by spawn()
-        self.pid = _host_pid(pidfd)
+        self._pid: int | None = None
         self.exit: asyncio.Future = loop.create_future()
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Host pid of the process (diagnostics only: read from the pidfd on first use, not per open)."""
+        if self._pid is None and self.pidfd is not None:
+            self._pid = _host_pid(self.pidfd)
+        return self._pid
 
     def kill(self) -> None:
         if self.pidfd is not None:
