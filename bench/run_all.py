@@ -48,11 +48,11 @@ COLUMNS = ("benchmark", "what is measured", "competing approach (what a user wou
            "ratio", "target")  # fmt: skip
 
 
-def run_one(script: str, limit: int, out: Path) -> tuple[list[dict], str | None]:
+def run_one(script: Path, limit: int, out: Path) -> tuple[list[dict], str | None]:
     """(rows, failure) of one benchmark run."""
-    rows_path, log_path = out / f"{script[:-3]}.json", out / f"{script[:-3]}.log"
+    rows_path, log_path = out / f"{script.stem}.json", out / f"{script.stem}.log"
     rows_path.unlink(missing_ok=True)
-    cmd = [sys.executable, str(HERE / script), "--quick", "--json", str(rows_path)]
+    cmd = [sys.executable, str(script), "--quick", "--json", str(rows_path)]
     t0 = time.perf_counter()
     with open(log_path, "w") as log:
         try:
@@ -60,7 +60,7 @@ def run_one(script: str, limit: int, out: Path) -> tuple[list[dict], str | None]
         except subprocess.TimeoutExpired:
             return [], f"timed out after {limit} s (log: {log_path})"
     elapsed = time.perf_counter() - t0
-    print(f"  {script:<22} {elapsed:6.0f} s  exit {proc.returncode}", flush=True)
+    print(f"  {script.name:<22} {elapsed:6.0f} s  exit {proc.returncode}", flush=True)
     if proc.returncode != 0:
         return [], f"exit status {proc.returncode} (log: {log_path})"
     if not rows_path.exists():
@@ -125,7 +125,7 @@ def main() -> int:
             continue
         if not (HERE / script).exists():
             continue
-        got, failure = run_one(script, limit, out)
+        got, failure = run_one(HERE / script, limit, out)
         if failure:
             failed.append(script)
             got = [{"bench": f"bench/{script}", "what": "FAILED", "competitor": "-", "ours": "-", "theirs": "-",
