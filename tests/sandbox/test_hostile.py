@@ -486,3 +486,30 @@ async def test_hung_worker_is_replaced(own_pool):
         await asyncio.sleep(0.05)
     for s in sessions:
         await pool.close_session(s)
+
+
+EVIL_BUILTIN = """
+import builtins
+class Liar:
+    def __eq__(self, other):
+        return True
+    __hash__ = object.__hash__
+    def __call__(self, *a, **k):
+        return 0
+def f():
+    builtins.len = Liar()  # equal to everything: only an identity check sees it is not len
+    builtins.isinstance = Liar()
+    return "planted"
+def big():
+    return "x" * 100000
+"""
+
+
+async def test_builtins_replaced_by_objects_equal_to_everything_are_restored(pool):
+    s = await pool.open_session(Program((Module("m", EVIL_BUILTIN),)))
+    try:
+        assert (await pool.call(s, "m", "f", {})).output == "planted"
+        r = await pool.call(s, "m", "big", {})  # the session measures the output with the real len
+        assert r.error_kind is ErrorKind.OUTPUT_LIMIT and "100,000 characters" in r.message, r
+    finally:
+        await pool.close_session(s)

@@ -76,9 +76,9 @@ class CappedSink:
 
 
 def restore_builtins() -> None:
+    # Unconditionally: a check that they are untouched costs as much (measured), and one by ==
+    # could be fooled by a tool's object that says it equals len.
     current = vars(builtins)
-    if current == _BUILTINS:  # the common case, compared in C (values by identity first)
-        return
     for name in [n for n in current if n not in _BUILTINS]:
         del current[name]
     current.update(_BUILTINS)
@@ -121,7 +121,7 @@ def _signature(fn) -> inspect.Signature | None:
         return None
 
 
-_CO_VARARGS, _CO_VARKEYWORDS = inspect.CO_VARARGS, inspect.CO_VARKEYWORDS
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
 
 
 class KeywordCheck:
