@@ -110,12 +110,15 @@ async def test_recursion_bomb(pool):
     assert r.error_kind is ErrorKind.EXCEPTION and "RecursionError" in r.message and health == "1"
 
 
-async def test_c_stack_overflow_is_a_crash_and_resets(pool):
+async def test_c_stack_overflow_is_a_crash_and_resets(fresh_config, backend):
+    # Its own pool with a longer call timeout: building a million nested lists takes a few
+    # hundred ms on an idle core and more than the shared pool's 1.5 s on a loaded machine.
     src = (
         "import sys, json\ndef f():\n    sys.setrecursionlimit(10**7)\n    x = []\n"
         "    for _ in range(10**6):\n        x = [x]\n    return json.dumps(x)\n"
     )
-    r, health = await attack(pool, src)
+    async with SandboxPool(fresh_config(backend, workers=1, call_timeout_s=20.0)) as pool:
+        r, health = await attack(pool, src)
     assert r.error_kind is ErrorKind.CRASH and "SIGSEGV" in r.message and health == "1"
 
 
