@@ -7,8 +7,8 @@ a fresh process, and prints what it did:
   2. model      a tiny Qwen2 with a locally trained tokenizer (`python -m astra_verl.tiny_model`)
   3. envs       seeded procedural environments (`env_registry generate`), stats and a plot
   4. validate   structure + every golden call replayed in the sandbox (`env_registry validate`)
-  5. export     verl RL parquet with banded irrelevant-tool mixing, prompts measured with the
-                tokenizer (`env_registry export-parquet`), and golden demonstrations of the train
+  5. export     verl RL parquet (irrelevant-tool mixing `--mixing`, default none), prompts measured
+                with the tokenizer (`env_registry export-parquet`), and golden demonstrations of the train
                 rows as SFT parquet (`env_registry export-sft`)
   6. sft        verl's SFT trainer on CPU (`torchrun -m verl.trainer.sft_trainer +recipe=astra_sft_cpu`)
   7. grpo       verl's PPO loop, GRPO, from the SFT checkpoint

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchkit import Report, machine_line
+
 from env_registry.families.procedural import generate
 from env_registry.spec import EnvSpec
 from env_registry.store import EnvStore
@@ -47,7 +49,10 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=20_000)
     ap.add_argument("--base", type=int, default=3_000, help="distinct procedural environments to vary from")
     ap.add_argument("--lookups", type=int, default=2_000)
+    ap.add_argument("--quick", action="store_true", help="(make bench) the defaults: 20,000 environments")
+    ap.add_argument("--json", metavar="PATH", help="write the summary rows as JSON")
     args = ap.parse_args()
+    print(machine_line())
     envs = build(args.n, args.base)
     lines = [e.to_json() for e in envs]
     print(f"{len(envs)} environments, mean record {sum(map(len, lines)) / len(lines) / 1024:.1f} KiB")
@@ -109,6 +114,14 @@ def main() -> None:
           f"ratio sqlite/store {cold_sqlite / cold_store:.2f}")  # fmt: skip
     print(f"JSONL scan get {scan * us:10.1f} us   ratio scan/store {scan / cold_store:.0f}x")
     print(f"warm get (LRU) {warm_store * us:.2f} us; parsing one spec alone {parse_only * us:.1f} us")
+    print(machine_line())
+    report = Report("bench/env_store.py")
+    report.add(what=f"environment lookup by id, cold (read + parse), {len(envs):,} environments",
+               competitor="SQLite table keyed by id", ours=f"{cold_store * us:.0f} us", theirs=f"{cold_sqlite * us:.0f} us",
+               ratio=f"{cold_sqlite / cold_store:.2f}x")  # fmt: skip
+    report.add(what="  same", competitor="scanning a JSONL file", ours=f"{cold_store * us:.0f} us",
+               theirs=f"{scan * us:,.0f} us", ratio=f"{scan / cold_store:,.0f}x")  # fmt: skip
+    report.write(args.json)
 
 
 if __name__ == "__main__":

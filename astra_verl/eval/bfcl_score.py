@@ -58,6 +58,16 @@ class CallStyle(str, Enum):
     PROMPT = "prompt"  # calls as <tool_call> blocks in the text (QwenFCHandler): astra_tool_agent
     FC = "fc"  # OpenAI function calling, one JSON argument string per call: the eval chat rollout
 
+# Imported once by each sandbox worker (`astra.sandbox.preload`): BFCL's checker and the API class
+# modules of the multi-turn categories. A session importing them itself pays 3-45 ms per episode.
+PRELOAD_MODULES = (
+    "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker",
+    *(
+        f"bfcl_eval.eval_checker.multi_turn_eval.func_source_code.{name}"
+        for name in ("gorilla_file_system", "math_api", "message_api", "posting_api", "ticket_api",
+                     "trading_bot", "travel_booking", "vehicle_control")
+    ),
+)  # fmt: skip
 
 CHECKER_SOURCE = f'''"""BFCL's multi-turn checker and executor, run on model-written calls inside the sandbox."""
 

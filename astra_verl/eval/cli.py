@@ -40,7 +40,7 @@ from astra_verl.eval.bfcl_run import (
     prepare,
     summarize,
 )
-from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES, score_episode
+from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES, score_episode
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.sandbox import SandboxConfig, SandboxPool
@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
     kw: dict[str, Any] = {
         "packages": list(REQUIRED_PACKAGES),
+        "preload": list(PRELOAD_MODULES),
         "call_timeout_s": float(args.call_timeout),
         "max_output_chars": MAX_OUTPUT_CHARS,
         "max_sessions": max(16, 4 * concurrency),

@@ -36,6 +36,9 @@ SANDBOX_WORK_ROOT = "/tmp/sessions"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 SYSTEM_FILES = ("/etc/localtime", "/etc/ld.so.cache")
 WORKER_ENV = {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "MALLOC_ARENA_MAX": "2"}
+# Session processes each worker keeps forked and confined, waiting for a program (inside/worker.py):
+# an open is then a hand-off. Two cover a worker's next opens while it forks their replacements.
+SPARE_SESSIONS = 2
 BOOTSTRAP = "import sys; sys.path.insert(0, {root!r}); from inside import worker; worker.main()"
 
 
@@ -135,8 +138,11 @@ class WorkerCommand:
     cwd: str | None
 
 
-def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: str) -> WorkerCommand:
-    """The command line that starts one worker whose control channel is the inherited `ctl_fd`."""
+def worker_command(
+    backend: str, config: SandboxConfig, ctl_fd: int, work_root: str, uids: tuple[int, int]
+) -> WorkerCommand:
+    """The command line that starts one worker whose control channel is the inherited `ctl_fd`
+    and whose sessions take their uids (when it runs as root) from `uids` = (first, count)."""
     pkg_root = SANDBOX_PKG_ROOT if backend == "bwrap" else PKG_ROOT
     packages = package_dirs(config.packages)
     cfg = {
@@ -147,7 +153,10 @@ def worker_command(backend: str, config: SandboxConfig, ctl_fd: int, work_root: 
         "tmp_mb": config.tmp_mb,
         "read_paths": read_paths() + list(packages.values()),
         "packages": packages,
+        "preload": list(config.preload),
         "max_output_chars": config.max_output_chars,
+        "uids": list(uids),
+        "spares": SPARE_SESSIONS,
         "limits": {
             "memory_mb": config.memory_mb,
             "cpu_s": config.session_cpu_s,
@@ -254,6 +263,8 @@ def describe_isolation(
         )
     if config.packages:
         parts.append(f"importable packages (read-only): {', '.join(config.packages)}")
+    if config.preload:
+        parts.append(f"imported by the workers before forking sessions: {', '.join(config.preload)}")
     parts.append(
         f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to itself only, no ptrace, "
         "namespaces, mounts, bpf, io_uring, SysV IPC"

@@ -6,15 +6,19 @@ Design (why it is fast and why it is safe):
   started once inside bubblewrap (or as a plain process). A worker imports the standard
   library modules tools use and compiles each program once (cache keyed by `Program.digest`),
   so starting a session costs a fork, not a Python start-up.
-* **One process per session.** `open_session` asks a worker to fork a session process, which
+* **One process per session.** Each session is its own process forked from a worker, which
   confines itself (own uid, rlimits, Landlock, seccomp: inside/confine.py) and only then runs the
   program's modules in fresh namespaces. The G rollouts of one GRPO group therefore never share
   tool state, and a hostile tool cannot reach other sessions: they are other processes, with
   other uids, that it may not signal, trace or read.
-* **Direct channels.** The pool hands the worker one end of a fresh socketpair per session
-  (SCM_RIGHTS); calls then travel pool <-> session directly as length-prefixed JSON frames
-  (inside/wire.py), and the worker sends back a pidfd of the session process, so the pool can
-  SIGKILL it without asking the worker, across pid namespaces.
+* **Spares: an open is a hand-off.** A worker forks and confines session processes ahead of
+  time, while it is idle (`launch.SPARE_SESSIONS` each); `open_session` gives the program to one
+  of them, so the fork and the confinement are off the episode's path. Each worker draws its
+  sessions' uids from a block of its own.
+* **Direct channels.** The worker creates each session's socketpair and hands the pool its end
+  (SCM_RIGHTS) with a pidfd of the session process; calls then travel pool <-> session directly
+  as length-prefixed JSON frames (inside/wire.py), and the pool can SIGKILL a session without
+  asking the worker, across pid namespaces.
 * **Failures are results.** A call that hangs is killed at `call_timeout_s` (TIMEOUT); a session
   process that dies (segfault, os._exit, CPU limit, killed from outside) yields CRASH/TIMEOUT with
   the reason read from its wait status, which its worker reports. Either way the session is
@@ -55,6 +59,7 @@ MAX_PROGRAM_BYTES = 8 << 20
 WORKER_START_TIMEOUT_S = 30.0
 EXIT_STATUS_WAIT_S = 2.0
 MAX_START_FAILURES = 5
+UID_RANGE = 1 << 24  # sessions' uids lie in [uid_base, uid_base + UID_RANGE) (config.py checks the room)
 
 
 class SandboxError(RuntimeError):
@@ -165,14 +170,24 @@ def validate_program(program: Program) -> str | None:
 class _SessionProc:
     """One live session process, as the pool sees it."""
 
-    def __init__(self, worker: _Worker, pid_key: str, pidfd: int, loop: asyncio.AbstractEventLoop):
+    def __init__(
+        self, worker: _Worker, pid_key: str, pidfd: int, channel: socket.socket, loop: asyncio.AbstractEventLoop
+    ):
         self.worker = worker
         self.key = pid_key
         self.pidfd: int | None = pidfd
-        self.pid = _host_pid(pidfd)
+        self.channel = channel  # the pool's end; wrapped in reader/writer by spawn()
+        self._pid: int | None = None
         self.exit: asyncio.Future = loop.create_future()
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
+
+    @property
+    def pid(self) -> int | None:
+        """Host pid of the process (diagnostics only: read from the pidfd on first use, not per open)."""
+        if self._pid is None and self.pidfd is not None:
+            self._pid = _host_pid(self.pidfd)
+        return self._pid
 
     def kill(self) -> None:
         if self.pidfd is not None:
@@ -192,6 +207,8 @@ class _SessionProc:
         self.kill()
         if self.writer is not None:
             self.writer.close()
+        else:
+            self.channel.close()
 
     async def lost(self, config: SandboxConfig) -> tuple[ErrorKind, str]:
         """Why the channel to this process ended: its exit status (which the worker reports just
@@ -225,7 +242,9 @@ class _Worker:
     async def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            cmd = launch.worker_command(self.pool.backend, self.pool.config, child.fileno(), self.pool._work_root)
+            cmd = launch.worker_command(
+                self.pool.backend, self.pool.config, child.fileno(), self.pool._work_root, self.pool._uid_block()
+            )
             self.popen = subprocess.Popen(
                 cmd.argv,
                 pass_fds=[child.fileno()],
@@ -285,15 +304,24 @@ class _Worker:
                     os.close(fd)
             if not self.hello.done():
                 self.hello.set_result(msg)
+        elif op == "fatal":
+            for fd in fds:
+                os.close(fd)
+            self._died(f"it could not start: {msg.get('error')}")
         elif op == "opened":
             key = msg["sid"]
-            proc = _SessionProc(self, key, fds[0], self.loop)
+            if len(fds) != 2:
+                for fd in fds:
+                    os.close(fd)
+                self._died(f"it answered an open with {len(fds)} descriptors instead of 2")
+                return
+            proc = _SessionProc(self, key, fds[0], socket.socket(fileno=fds[1]), self.loop)
             self.procs[key] = proc
             fut = self.pending.pop(key, None)
             if fut is not None and not fut.done():
                 fut.set_result(proc)
             else:  # the opener gave up meanwhile
-                proc.kill()
+                proc.close()
         elif op == "open_failed":
             fut = self.pending.pop(msg["sid"], None)
             if fut is not None and not fut.done():
@@ -306,27 +334,12 @@ class _Worker:
             for fd in fds:
                 os.close(fd)
 
-    async def _send(self, frame: bytes, fds: list[int]) -> None:
-        while True:
-            try:
-                sent = socket.send_fds(self.sock, [frame], fds)
-                break
-            except (BlockingIOError, InterruptedError):
-                ready = self.loop.create_future()
-                self.loop.add_writer(self.sock.fileno(), _resolve, ready)
-                try:
-                    await ready
-                finally:
-                    self.loop.remove_writer(self.sock.fileno())
-        if sent < len(frame):
-            await self.loop.sock_sendall(self.sock, frame[sent:])
-
     # ---------------------------------------------------------------- sessions
-    async def spawn(self, key: str, uid: int, program: Program) -> _SessionProc:
-        """Fork a session process for `program`; returns once the worker reports its pid."""
+    async def spawn(self, key: str, program: Program) -> _SessionProc:
+        """Have the worker hand `program` to a session process; returns once it reports the
+        process and its channel (the program then loads; the caller reads `ready`)."""
         if not self.alive:
             raise SandboxError(f"worker {self.slot} is not running")
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         fut = self.loop.create_future()
         self.pending[key] = fut
         try:
@@ -334,28 +347,21 @@ class _Worker:
                 {
                     "op": "open",
                     "sid": key,
-                    "uid": uid,
                     "digest": program.digest,
                     "modules": [[m.name, m.source] for m in program.modules],
-                    "nfds": 1,
                 }
             )
             async with self.send_lock:
-                await self._send(frame, [theirs.fileno()])
-            theirs.close()
+                await self.loop.sock_sendall(self.sock, frame)
             proc = await asyncio.wait_for(fut, self.pool.config.load_timeout_s)
         except asyncio.TimeoutError:
-            mine.close()
             self.pending.pop(key, None)
             self._died("it did not answer an open request in time")
             raise SandboxError(f"worker {self.slot} hung while starting a session") from None
         except (OSError, SandboxError):
-            mine.close()
             self.pending.pop(key, None)
             raise
-        finally:
-            theirs.close()
-        proc.reader, proc.writer = await asyncio.open_connection(sock=mine, limit=1 << 16)
+        proc.reader, proc.writer = await asyncio.open_connection(sock=proc.channel, limit=1 << 16)
         return proc
 
     # ---------------------------------------------------------------- death
@@ -429,8 +435,11 @@ class SandboxPool(Sandbox):
         self._start_failures = 0
         self._broken: str | None = None
         self._closing = False
-        self._uid_counter = 0
-        self._uid_offset = random.randrange(0, 1 << 23)
+        # Each worker start gets a block of uids of its own and gives them to its sessions in turn:
+        # big enough that a worker never has two live sessions with one uid; blocks are drawn from
+        # a random place so that pools of other processes on the node are unlikely to share them.
+        self._uid_block_size = 1 << max(12, (self.config.max_sessions + launch.SPARE_SESSIONS).bit_length())
+        self._uid_blocks_used = random.randrange(UID_RANGE // self._uid_block_size)
         self._max_frame = 6 * (2 * self.config.max_output_chars + 4096) + 65536
         if self.backend == "bwrap":
             self._work_root = launch.SANDBOX_WORK_ROOT
@@ -548,9 +557,11 @@ class SandboxPool(Sandbox):
             except asyncio.TimeoutError:
                 pass
 
-    def _next_uid(self) -> int:
-        self._uid_counter += 1
-        return self.config.uid_base + (self._uid_offset + self._uid_counter) % (1 << 24)
+    def _uid_block(self) -> tuple[int, int]:
+        """(first uid, count) for a worker being started."""
+        self._uid_blocks_used += 1
+        block = self._uid_blocks_used % (UID_RANGE // self._uid_block_size)
+        return self.config.uid_base + block * self._uid_block_size, self._uid_block_size
 
     # ---------------------------------------------------------------- sessions
     async def open_session(self, program: Program) -> Session:
@@ -579,7 +590,7 @@ class SandboxPool(Sandbox):
             st.generation += 1
             key = f"{st.session.id}-{st.generation}"
             try:
-                proc = await worker.spawn(key, self._next_uid(), st.program)
+                proc = await worker.spawn(key, st.program)
             except SandboxError as exc:  # the worker died or hung: try another one
                 last = exc
                 continue

@@ -39,3 +39,9 @@ async def own_pool(request, fresh_config):
     """A pool of the test's own (per backend), for tests that kill its processes."""
     async with SandboxPool(fresh_config(request.param, call_timeout_s=5.0, session_cpu_s=1)) as p:
         yield p
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    """Each backend's name (bwrap skipped where it cannot run), for tests that start their own pools."""
+    return request.param

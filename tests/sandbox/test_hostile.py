@@ -110,12 +110,15 @@ async def test_recursion_bomb(pool):
     assert r.error_kind is ErrorKind.EXCEPTION and "RecursionError" in r.message and health == "1"
 
 
-async def test_c_stack_overflow_is_a_crash_and_resets(pool):
+async def test_c_stack_overflow_is_a_crash_and_resets(fresh_config, backend):
+    # Its own pool with a longer call timeout: building a million nested lists takes a few
+    # hundred ms on an idle core and more than the shared pool's 1.5 s on a loaded machine.
     src = (
         "import sys, json\ndef f():\n    sys.setrecursionlimit(10**7)\n    x = []\n"
         "    for _ in range(10**6):\n        x = [x]\n    return json.dumps(x)\n"
     )
-    r, health = await attack(pool, src)
+    async with SandboxPool(fresh_config(backend, workers=1, call_timeout_s=20.0)) as pool:
+        r, health = await attack(pool, src)
     assert r.error_kind is ErrorKind.CRASH and "SIGSEGV" in r.message and health == "1"
 
 
@@ -485,4 +488,31 @@ async def test_hung_worker_is_replaced(own_pool):
         assert time.monotonic() < deadline, "the hung worker was not replaced"
         await asyncio.sleep(0.05)
     for s in sessions:
+        await pool.close_session(s)
+
+
+EVIL_BUILTIN = """
+import builtins
+class Liar:
+    def __eq__(self, other):
+        return True
+    __hash__ = object.__hash__
+    def __call__(self, *a, **k):
+        return 0
+def f():
+    builtins.len = Liar()  # equal to everything: only an identity check sees it is not len
+    builtins.isinstance = Liar()
+    return "planted"
+def big():
+    return "x" * 100000
+"""
+
+
+async def test_builtins_replaced_by_objects_equal_to_everything_are_restored(pool):
+    s = await pool.open_session(Program((Module("m", EVIL_BUILTIN),)))
+    try:
+        assert (await pool.call(s, "m", "f", {})).output == "planted"
+        r = await pool.call(s, "m", "big", {})  # the session measures the output with the real len
+        assert r.error_kind is ErrorKind.OUTPUT_LIMIT and "100,000 characters" in r.message, r
+    finally:
         await pool.close_session(s)

@@ -102,3 +102,54 @@ def test_a_package_installed_under_tmp_is_importable(backend, tmp_path, monkeypa
     (result,) = run_calls(Program((Module("p", src),)), [("p", "f", {})], config)
     assert result.ok, result.message
     assert json.loads(result.output) == 42
+
+
+# ------------------------------------------------------------------ preload
+PRELOAD_PROBE = """
+import sys, time
+def f():
+    already = "mpmath" in sys.modules and "mpmath.libmp" in sys.modules
+    t0 = time.perf_counter()
+    import mpmath
+    return {"already": already, "import_s": time.perf_counter() - t0, "file": mpmath.__file__,
+            "value": str(mpmath.mpf(2) ** 10)}
+"""
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_preloaded_modules_are_imported_before_the_session_starts(backend):
+    config = SandboxConfig(workers=1, backend=backend, packages=["mpmath"], preload=["mpmath"])
+    (result,) = run_calls(Program((Module("p", PRELOAD_PROBE),)), [("p", "f", {})], config)
+    assert result.ok, result.message
+    out = json.loads(result.output)
+    assert out["already"] and out["value"] == "1024.0"
+    assert out["file"].startswith("/proc/self/fd/")  # imported the way sessions import it: no host path
+    # and a session of a pool without preload imports it itself
+    (cold,) = run_calls(
+        Program((Module("p", PRELOAD_PROBE),)),
+        [("p", "f", {})],
+        SandboxConfig(workers=1, backend=backend, packages=["mpmath"]),
+    )
+    assert cold.ok and not json.loads(cold.output)["already"]
+
+
+def test_preload_names_are_validated():
+    assert SandboxConfig(packages=["mpmath"], preload=["mpmath.libmp", "json"]).preload == ("mpmath.libmp", "json")
+    with pytest.raises(ValueError, match="neither astra.sandbox.packages"):
+        SandboxConfig(preload=["mpmath"])
+    with pytest.raises(ValueError, match="not a module name"):
+        SandboxConfig(packages=["mpmath"], preload=["mpmath..x"])
+    with pytest.raises(TypeError, match="list of module names"):
+        SandboxConfig(preload="json")
+    assert "imported by the workers before forking sessions: json" in describe_isolation(
+        SandboxConfig(preload=["json"])
+    )
+
+
+def test_a_preload_that_fails_fails_the_start_and_says_which():
+    with pytest.raises(SandboxError, match="preload: importing 'mpmath.no_such_module' failed"):
+        run_calls(
+            Program((Module("p", "def f():\n    return 1\n"),)),
+            [("p", "f", {})],
+            SandboxConfig(workers=1, packages=["mpmath"], preload=["mpmath.no_such_module"]),
+        )

@@ -35,6 +35,7 @@ import os
 import platform
 import resource
 import struct
+from dataclasses import dataclass
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -204,40 +205,77 @@ def _fs_rights(abi: int) -> int:
     return rights
 
 
-def landlock_ruleset(abi: int, read_paths: list[str], write_paths: list[str]) -> int:
-    """A ruleset fd allowing reads below `read_paths` and everything below `write_paths`. Built
-    before the uid drop: the session's uid may not be able to open these paths itself (/root is 0700)."""
-    handled = _fs_rights(abi)
-    attr = struct.pack("=Q", handled)
-    if abi >= 4:
-        attr += struct.pack("=Q", _NET_BIND_TCP | _NET_CONNECT_TCP)
-    if abi >= 6:
-        attr += struct.pack("=Q", _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
-    buf = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = _errcheck(
-        _libc.syscall(_LL_CREATE, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0)), "landlock_create_ruleset"
-    )
-    try:
+class LandlockRules:
+    """The read-only part of a session's Landlock ruleset, prepared once by the worker.
+
+    The paths are opened (O_PATH, as root: the session's uid may not be able to open them, /root
+    is 0700) and their rules packed here, not in every session: a session forked from the worker
+    inherits the descriptors, builds its ruleset from them plus its own work dir (`ruleset`), and
+    closes them (`close`) before any tool code runs."""
+
+    def __init__(self, abi: int, read_paths: list[str]):
+        self.abi = abi
+        self.handled = _fs_rights(abi)
+        attr = struct.pack("=Q", self.handled)
+        if abi >= 4:
+            attr += struct.pack("=Q", _NET_BIND_TCP | _NET_CONNECT_TCP)
+        if abi >= 6:
+            attr += struct.pack("=Q", _SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
+        self.attr = attr
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-        for paths, rights in ((read_paths, read), (write_paths, handled)):
-            for path in paths:
-                try:
-                    fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-                except FileNotFoundError:
+        self.fds: list[int] = []
+        self.rules: list[ctypes.Array] = []
+        try:
+            for path in read_paths:
+                rule = self._rule(path, read)
+                if rule is not None:
+                    self.fds.append(rule[0])
+                    self.rules.append(rule[1])
+        except BaseException:
+            self.close()
+            raise
+
+    def _rule(self, path: str, rights: int) -> tuple[int, ctypes.Array] | None:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        allowed = rights if os.path.isdir(path) else rights & _FILE_ONLY
+        return fd, ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
+
+    def ruleset(self, write_paths: list[str]) -> int:
+        """A ruleset fd allowing reads below the prepared paths and everything below `write_paths`."""
+        buf = ctypes.create_string_buffer(self.attr, len(self.attr))
+        ruleset = _errcheck(
+            _libc.syscall(_LL_CREATE, buf, ctypes.c_size_t(len(self.attr)), ctypes.c_uint32(0)),
+            "landlock_create_ruleset",
+        )
+        try:
+            for rule in self.rules:
+                self._add(ruleset, rule)
+            for path in write_paths:
+                prepared = self._rule(path, self.handled)
+                if prepared is None:
                     continue
                 try:
-                    allowed = rights if os.path.isdir(path) else rights & _FILE_ONLY
-                    rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
-                    _errcheck(
-                        _libc.syscall(_LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, rule, ctypes.c_uint32(0)),
-                        f"landlock_add_rule({path})",
-                    )
+                    self._add(ruleset, prepared[1])
                 finally:
-                    os.close(fd)
-    except BaseException:
-        os.close(ruleset)
-        raise
-    return ruleset
+                    os.close(prepared[0])
+        except BaseException:
+            os.close(ruleset)
+            raise
+        return ruleset
+
+    @staticmethod
+    def _add(ruleset: int, rule: ctypes.Array) -> None:
+        ret = _libc.syscall(_LL_ADD_RULE, ruleset, _LL_RULE_PATH_BENEATH, rule, ctypes.c_uint32(0))
+        if ret < 0:
+            _, fd = struct.unpack("=Qi", rule.raw)
+            _errcheck(ret, f"landlock_add_rule({os.readlink(f'/proc/self/fd/{fd}') if fd >= 0 else fd})")
+
+    def close(self) -> None:
+        while self.fds:
+            os.close(self.fds.pop())
 
 
 def landlock_restrict(ruleset: int) -> None:
@@ -253,8 +291,26 @@ def _ins(code: int, jt: int, jf: int, k: int) -> bytes:
     return struct.pack("=HBBI", code, jt, jf, k & 0xFFFFFFFF)
 
 
-def seccomp_program(own_pid: int, machine: str = MACHINE) -> bytes:
-    """The BPF filter for a session whose pid (as the session sees it) is `own_pid`."""
+@dataclass(frozen=True)
+class SeccompTemplate:
+    """The BPF filter with the session's own pid left open: built once per worker, completed per
+    session by patching the pid into the instructions that compare against it (`for_pid`)."""
+
+    program: bytes
+    pid_offsets: tuple[int, ...]  # byte offsets of the `k` field of the own-pid comparisons
+
+    def for_pid(self, own_pid: int) -> bytes:
+        prog = bytearray(self.program)
+        for offset in self.pid_offsets:
+            struct.pack_into("=I", prog, offset, own_pid & 0xFFFFFFFF)
+        return bytes(prog)
+
+
+_K_OFFSET = 4  # struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
+
+
+def seccomp_template(machine: str = MACHINE) -> SeccompTemplate:
+    """The BPF filter of a session, its own pid still to be filled in (see `SeccompTemplate`)."""
     if machine not in SYSCALLS:
         raise ConfinementError(f"seccomp filter has no syscall table for architecture {machine!r}")
     table = SYSCALLS[machine]
@@ -276,19 +332,21 @@ def seccomp_program(own_pid: int, machine: str = MACHINE) -> bytes:
         _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW),
     ]
     prog += [_ins(_JEQ_K, 0, 1, table["clone3"]), _ins(_RET_K, 0, 0, SECCOMP_RET_ERRNO | errno.ENOSYS)]
+    pid_offsets = []
     for name in SIGNAL_SYSCALLS:  # signals: to itself only
-        prog += [
-            _ins(_JEQ_K, 0, 4, table[name]),
-            _ins(_LD_W_ABS, 0, 0, _OFF_ARG0),
-            _ins(_JEQ_K, 0, 1, own_pid),
-            _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW),
-            _ins(_RET_K, 0, 0, eperm),
-        ]
+        prog += [_ins(_JEQ_K, 0, 4, table[name]), _ins(_LD_W_ABS, 0, 0, _OFF_ARG0)]
+        pid_offsets.append(8 * len(prog) + _K_OFFSET)
+        prog += [_ins(_JEQ_K, 0, 1, 0), _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW), _ins(_RET_K, 0, 0, eperm)]
     for name in DENIED_SYSCALLS:
         if name in table:
             prog += [_ins(_JEQ_K, 0, 1, table[name]), _ins(_RET_K, 0, 0, eperm)]
     prog.append(_ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW))
-    return b"".join(prog)
+    return SeccompTemplate(b"".join(prog), tuple(pid_offsets))
+
+
+def seccomp_program(own_pid: int, machine: str = MACHINE) -> bytes:
+    """The BPF filter for a session whose pid (as the session sees it) is `own_pid`."""
+    return seccomp_template(machine).for_pid(own_pid)
 
 
 class _SockFprog(ctypes.Structure):
@@ -299,8 +357,7 @@ def no_new_privs() -> None:
     _errcheck(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
 
 
-def apply_seccomp(own_pid: int) -> None:
-    code = seccomp_program(own_pid)
+def apply_seccomp(code: bytes) -> None:
     buf = ctypes.create_string_buffer(code, len(code))
     fprog = _SockFprog(len(code) // 8, ctypes.cast(buf, ctypes.c_void_p))
     ret = _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0)
@@ -318,14 +375,20 @@ def confine(
     file_size_mb: int,
     open_files: int,
     threads: int,
-    landlock: int,
-    read_paths: list[str],
+    landlock: LandlockRules | None,
+    seccomp: SeccompTemplate,
 ) -> None:
     """Apply every layer to the calling process, irreversibly. Raises ConfinementError if a
-    mandatory layer fails (uid drop when asked, rlimits, no_new_privs, seccomp)."""
+    mandatory layer fails (uid drop when asked, rlimits, no_new_privs, seccomp). Closes the
+    descriptors `landlock` holds (this process's copies) once its ruleset is built."""
     if tmpfs_mb is not None:
         private_tmpfs(workdir, tmpfs_mb, uid)
-    ruleset = landlock_ruleset(landlock, read_paths, [workdir]) if landlock else None
+    ruleset = None
+    if landlock is not None:
+        try:
+            ruleset = landlock.ruleset([workdir])
+        finally:
+            landlock.close()
     if uid is not None:
         drop_privileges(uid)
     # Not dumpable: no other process of the same uid may ptrace it or read its /proc/<pid>/mem
@@ -341,4 +404,4 @@ def confine(
     )
     if ruleset is not None:
         landlock_restrict(ruleset)
-    apply_seccomp(os.getpid())
+    apply_seccomp(seccomp.for_pid(os.getpid()))

@@ -14,6 +14,8 @@ import importlib.machinery
 import importlib.util
 import inspect
 import json
+import linecache
+import marshal
 import os
 import signal
 import socket
@@ -74,6 +76,8 @@ class CappedSink:
 
 
 def restore_builtins() -> None:
+    # Unconditionally: a check that they are untouched costs as much (measured), and one by ==
+    # could be fooled by a tool's object that says it equals len.
     current = vars(builtins)
     for name in [n for n in current if n not in _BUILTINS]:
         del current[name]
@@ -115,6 +119,46 @@ def _signature(fn) -> inspect.Signature | None:
         return inspect.signature(fn)
     except (TypeError, ValueError):
         return None
+
+
+_CO_VARKEYWORDS = inspect.CO_VARKEYWORDS
+
+
+class KeywordCheck:
+    """What `inspect.signature(fn).bind(**kwargs)` decides for a plain Python function, from its
+    code object: the names it takes by keyword, the ones it requires, whether it takes **kwargs.
+    Built once per function; `accepts` is a set test instead of Signature.bind's Python loop. Only
+    for functions whose signature is their code's (no `__wrapped__` / `__signature__`)."""
+
+    __slots__ = ("names", "required", "any_keyword", "impossible", "posonly")
+
+    def __init__(self, fn: types.FunctionType):
+        co = fn.__code__
+        npos, nkw = co.co_argcount, co.co_kwonlyargcount
+        positional, keyword_only = co.co_varnames[:npos], co.co_varnames[npos : npos + nkw]
+        n_defaults = len(fn.__defaults__ or ())
+        kwdefaults = fn.__kwdefaults__ or {}
+        posonly = positional[: co.co_posonlyargcount]
+        self.names = frozenset(positional[co.co_posonlyargcount :] + keyword_only)
+        required = positional[: npos - n_defaults] + tuple(n for n in keyword_only if n not in kwdefaults)
+        # a positional-only parameter without a default can never be passed by keyword
+        self.impossible = any(n in required for n in posonly)
+        self.required = frozenset(n for n in required if n not in posonly)
+        self.any_keyword = bool(co.co_flags & _CO_VARKEYWORDS)
+        self.posonly = frozenset(posonly)
+
+    @classmethod
+    def of(cls, fn) -> KeywordCheck | None:
+        if type(fn) is not types.FunctionType or "__wrapped__" in vars(fn) or "__signature__" in vars(fn):
+            return None
+        return cls(fn)
+
+    def accepts(self, kwargs: dict) -> bool:
+        """True only when Signature.bind would accept `kwargs`; False sends the call to it (a
+        positional-only name passed by keyword, which bind's verdict on differs across Pythons)."""
+        if self.impossible or not self.required.issubset(kwargs) or not self.posonly.isdisjoint(kwargs):
+            return False
+        return self.any_keyword or self.names.issuperset(kwargs)
 
 
 def bad_args_detail(sig: inspect.Signature, kwargs: dict, exc: TypeError) -> str:
@@ -165,7 +209,8 @@ class ProgramFinder:
 class PackageFinder:
     """Imports the installed packages a pool exposes (`SandboxConfig.packages`) from descriptors of
     their directories: only those directories are readable, so the site-packages around them
-    cannot be searched. Appended after the path finder: a standard-library name always wins."""
+    cannot be searched. Appended after the path finder: a standard-library name always wins. The
+    worker installs it on itself; its sessions inherit it."""
 
     def __init__(self, roots: dict[str, str]):
         self.roots = roots  # top-level name -> "/proc/self/fd/N"
@@ -185,6 +230,7 @@ class Runtime:
         self.errors: dict[str, str] = dict(compile_errors)  # name -> load error message
         self.modules: dict[str, types.ModuleType] = {}
         self.signatures: dict = {}  # function -> inspect.Signature (or None), computed once
+        self.checks: dict = {}  # function -> KeywordCheck (or None: not a plain function), computed once
         self.files = {f"<tool {n}>" for n in [*codes, *compile_errors]}
 
     # ------------------------------------------------------------------ loading
@@ -254,13 +300,36 @@ class Runtime:
         sig = self.signatures[fn] = _signature(fn)
         return sig
 
-    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+    def keyword_check(self, fn) -> KeywordCheck | None:
+        try:
+            return self.checks[fn]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable callable object
+            return None
+        check = self.checks[fn] = KeywordCheck.of(fn)
+        return check
+
+    def bad_args(self, fn, function: str, kwargs: dict) -> dict | None:
+        """The bad_args result when `kwargs` cannot be passed to `fn`, else None. Plain functions
+        are checked from their code object; inspect's Signature is built only for other callables
+        and to word a refusal."""
+        check = self.keyword_check(fn)
+        if check is not None and check.accepts(kwargs):
+            return None
         sig = self.signature(fn)
-        if sig is not None:
-            try:
-                sig.bind(**kwargs)
-            except TypeError as exc:
-                return {"ok": False, "kind": "bad_args", "msg": f"{function}{sig}: {bad_args_detail(sig, kwargs, exc)}"}
+        if sig is None:
+            return None
+        try:
+            sig.bind(**kwargs)
+        except TypeError as exc:
+            return {"ok": False, "kind": "bad_args", "msg": f"{function}{sig}: {bad_args_detail(sig, kwargs, exc)}"}
+        return None
+
+    def _invoke(self, fn, function: str, kwargs: dict) -> dict:
+        refused = self.bad_args(fn, function, kwargs)
+        if refused is not None:
+            return refused
         try:
             out = render(fn(**kwargs))
         except OutputLimitExceeded:
@@ -283,10 +352,10 @@ class Runtime:
         return {"ok": True, "out": clean(out)}
 
     def serve(self) -> None:
-        buf = wire.FrameBuffer(max_frame=64 << 20)
+        reader = wire.Reader(self.sock, max_frame=64 << 20)
         while True:
             try:
-                frame = wire.recv(self.sock, buf)
+                frame = reader.next()
             except (OSError, wire.ProtocolError):  # the tool closed or garbled its own channel
                 os._exit(wire.EXIT_CHANNEL_LOST)
             if frame is None:  # the pool closed the session
@@ -332,6 +401,30 @@ def reroot_imports(dirs: list[str], fds: list[int]) -> None:
             paths[:] = [reroot(p) for p in paths]
 
 
+def read_program(sock: socket.socket) -> tuple[dict, dict]:
+    """The program the worker hands over (worker.Compiled.blob): code objects and compile errors;
+    its sources go to linecache, for the lines of tracebacks. Read to its exact end: the pool's
+    requests follow on the same channel."""
+    header = _recv_exactly(sock, wire.HEADER.size)
+    (size,) = wire.HEADER.unpack(header)
+    codes, errors, sources = marshal.loads(_recv_exactly(sock, size))
+    for name, source in sources.items():
+        filename = f"<tool {name}>"
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return codes, errors
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    buf = bytearray(size)
+    view, got = memoryview(buf), 0
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if n == 0:
+            raise ConnectionError("the worker closed the channel before handing over a program")
+        got += n
+    return bytes(buf)
+
+
 def run(
     sock_fd: int,
     *,
@@ -341,16 +434,15 @@ def run(
     tmpfs_mb: int | None,
     limits: dict,
     max_output: int,
-    landlock: int,
-    read_paths: list[str],
+    landlock: confine.LandlockRules | None,
+    seccomp: confine.SeccompTemplate,
     stdlib_fds: list[int],
     package_fds: dict[str, int],
-    codes: dict,
-    compile_errors: dict,
     own_modules: list[str],
 ) -> None:
-    """Body of the forked session process; never returns. Imports already go through `stdlib_fds`
-    (`reroot_imports`, done by the worker)."""
+    """Body of the forked session process; never returns. Confines itself, waits for its program,
+    loads it and serves calls. Imports already go through `stdlib_fds` (`reroot_imports`, done by
+    the worker)."""
     code = 0
     try:
         confine.set_parent_death_signal(signal.SIGKILL)
@@ -358,8 +450,10 @@ def run(
             os._exit(1)
         signal.set_wakeup_fd(-1)
         # Keep only what the session needs: a descriptor inherited from the worker (its control
-        # channel, another session's socket still queued there) would reach outside the session.
-        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds, *package_fds.values()})
+        # channel, another session's channel) would reach outside the session. The Landlock
+        # descriptors are closed by confine() once the ruleset is built.
+        landlock_fds = landlock.fds if landlock is not None else []
+        keep = sorted({0, 1, 2, sock_fd, *stdlib_fds, *package_fds.values(), *landlock_fds})
         for lo, hi in zip(keep, [*keep[1:], None], strict=True):
             if hi is None:
                 os.closerange(lo + 1, 1 << 20)
@@ -379,7 +473,7 @@ def run(
                 workdir=workdir,
                 tmpfs_mb=tmpfs_mb,
                 landlock=landlock,
-                read_paths=read_paths,
+                seccomp=seccomp,
                 **limits,
             )
         except (confine.ConfinementError, OSError, ValueError) as exc:
@@ -387,13 +481,12 @@ def run(
             os._exit(3)
         os.chdir(workdir)
         os.environ.update({"HOME": workdir, "TMPDIR": workdir})  # the rest is SESSION_ENV, set by the worker
-        if package_fds:
-            sys.meta_path.append(PackageFinder({n: f"/proc/self/fd/{fd}" for n, fd in package_fds.items()}))
         import tempfile
 
         tempfile.tempdir = workdir
         for name in own_modules:
             sys.modules.pop(name, None)  # our own package must not shadow a program module named "inside"
+        codes, compile_errors = read_program(sock)  # a spare waits here for its session
         rt = Runtime(sock, codes, compile_errors, max_output)
         t0 = time.perf_counter()
         rt.load()

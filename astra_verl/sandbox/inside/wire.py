@@ -87,12 +87,23 @@ def send(sock: socket.socket, obj: dict, fds: list[int] | tuple[int, ...] = ()) 
         sock.sendall(data)
 
 
-def recv(sock: socket.socket, buf: FrameBuffer):
-    """Blocking read of the next frame: `(obj, fds)`, or None at end of stream."""
-    while True:
-        for frame in buf.frames():
-            return frame
-        data, fds, _flags, _addr = socket.recv_fds(sock, 1 << 16, MAX_FDS_PER_READ)
-        if not data and not fds:
-            return None
-        buf.feed(data, fds)
+class Reader:
+    """Blocking reads of frames that carry no descriptors (a session's channel: the pool never
+    sends any, and descriptors sent anyway are discarded by the kernel), into one reused buffer:
+    no ancillary-data buffer and no 64 KiB allocation per read, as `socket.recv_fds` makes."""
+
+    def __init__(self, sock: socket.socket, max_frame: int):
+        self.sock = sock
+        self.frames = FrameBuffer(max_frame)
+        self._chunk = bytearray(1 << 16)
+        self._view = memoryview(self._chunk)
+
+    def next(self):
+        """The next frame `(obj, fds)` (fds is always empty), or None at end of stream."""
+        while True:
+            for frame in self.frames.frames():
+                return frame
+            n = self.sock.recv_into(self._chunk)
+            if n == 0:
+                return None
+            self.frames.feed(self._view[:n])

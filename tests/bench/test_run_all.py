@@ -1,0 +1,80 @@
+"""`make bench`'s table: rows from each benchmark's --json, failures as rows, the README block."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))  # the scripts import their sibling benchkit; only for this import
+try:
+    import run_all
+finally:
+    sys.path.remove(str(BENCH))
+
+ROW = {"bench": "bench/x.py", "what": "a | b", "competitor": "c", "ours": "1 ms", "theirs": "2 ms", "ratio": "2x"}
+MACHINE = {"date": "2026-01-01 00:00", "cores": 2, "cpu": "cpu", "python": "3.11", "load": "0.1/0.2/0.3"}
+
+
+def test_the_table_says_which_targets_hold_and_escapes_cells():
+    rows = [dict(ROW, target=">= 2x", met=True), dict(ROW, target=">= 3x", met=False), dict(ROW, target="", met=None)]
+    md = run_all.table(rows, MACHINE, dict(MACHINE, load="1.0/1.0/1.0"))
+    lines = md.splitlines()
+    assert "load average 0.1/0.2/0.3 before, 1.0/1.0/1.0 after" in lines[0]
+    body = lines[4:]
+    assert len(body) == 3 and all(line.count(" | ") == len(run_all.COLUMNS) - 1 for line in body)
+    assert "a \\| b" in body[0]
+    assert body[0].endswith(">= 2x (met) |") and body[1].endswith(">= 3x (**not met**) |") and body[2].endswith("|  |")
+
+
+def test_a_benchmark_that_fails_or_writes_no_rows_is_reported(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(
+        "import json, sys\n"
+        "path = sys.argv[sys.argv.index('--json') + 1]\n"
+        f"json.dump({{'rows': [{ROW!r}]}}, open(path, 'w'))\n"
+    )
+    bad = tmp_path / "bad.py"
+    bad.write_text("import sys\nprint('boom')\nsys.exit(3)\n")
+    silent = tmp_path / "silent.py"
+    silent.write_text("pass\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    rows, failure = run_all.run_one(good, 60, out)
+    assert failure is None and rows == [ROW]
+    rows, failure = run_all.run_one(bad, 60, out)
+    assert rows == [] and "exit status 3" in failure and (out / "bad.log").read_text().strip() == "boom"
+    rows, failure = run_all.run_one(silent, 60, out)
+    assert rows == [] and "wrote no summary rows" in failure
+
+
+def test_the_readme_block_is_replaced_and_nothing_else(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{run_all.BEGIN}\nold table\n{run_all.END}\nafter\n")
+    run_all.replace_block(readme, "| new |\n")
+    assert readme.read_text() == f"# x\n\nbefore\n{run_all.BEGIN}\n| new |\n{run_all.END}\nafter\n"
+    readme.write_text("no markers\n")
+    with pytest.raises(SystemExit, match="needs exactly one"):
+        run_all.replace_block(readme, "| new |\n")
+
+
+def test_every_listed_benchmark_takes_quick_and_json():
+    """A script in the list joins the table through these two options (others' scripts included,
+    once they exist)."""
+    for script, _limit in run_all.BENCHES:
+        path = BENCH / script
+        if not path.exists():
+            continue
+        source = path.read_text()
+        assert '"--quick"' in source and '"--json"' in source, f"{script} lacks --quick or --json"
+        assert "Report(" in source, f"{script} does not write benchkit rows"
+
+
+def test_the_readme_table_is_a_make_bench_table():
+    readme = (BENCH.parent / "README.md").read_text()
+    block = readme.split(run_all.BEGIN, 1)[1].split(run_all.END, 1)[0]
+    if not block.strip():
+        pytest.skip("no table yet")
+    assert block.lstrip().startswith("Measured ") and "| " + " | ".join(run_all.COLUMNS) + " |" in block
