@@ -62,6 +62,7 @@ from env_registry.spec import EnvSpec, RewardTarget
 # imports this module while tool_parser is still half-initialised.
 from . import tool_parser as parsing
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from .chatml import chatml_builder
 from .config import read_configs
 from .hooks import EnvironmentHook, HookAction, HookError, create_hook
 from .toolset import MAX_LOGGED_RAW_CHARS, ToolCatalog, Toolset, digest
@@ -142,6 +143,10 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     def __init__(self, *args, tools: Any = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # a ChatML template on an architecture verl maps to its generic builder (SmolLM2's llama)
+        self.continuous_token_builder = chatml_builder(
+            self.continuous_token_builder, self.tokenizer, self.apply_chat_template_kwargs
+        )
         global _WARNED_WORKER_TOOLS
         if tools is not None and getattr(tools, "tools", None) and not _WARNED_WORKER_TOOLS:
             _WARNED_WORKER_TOOLS = True
