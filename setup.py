@@ -54,8 +54,18 @@ SMOLLM2 = ["gguf>=0.10"]
 extras_require = {
     # verl's own tested GPU stack (vllm 0.24.0, torch 2.11.0).
     "gpu": [f"verl[vllm]=={VERL_VERSION}"],
-    # CI runs every test, the MCP and real-model ones included (nothing real skips).
-    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "ruff>=0.6", *MCP, *SMOLLM2],
+    # CI runs every test, the MCP and real-model ones included (nothing real skips). import-linter
+    # checks the import layers (.importlinter) from the test suite: a contract checker over the
+    # whole import graph, function-level imports included, beats a hand-rolled one.
+    "test": [
+        "pytest>=8",
+        "pytest-asyncio>=0.23",
+        "pytest-timeout>=2.2",
+        "ruff>=0.6",
+        "import-linter>=2.1",
+        *MCP,
+        *SMOLLM2,
+    ],
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
     "mcp": MCP,
     "smollm2": SMOLLM2,
