@@ -70,9 +70,11 @@ from astra_verl.reward.solved import solved_by_call, solved_by_final_answer
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
+# chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports
+# this module, so when chatml is imported first it is still half-initialised here.
+from . import chatml
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
-from .chatml import chatml_builder
 from .config import read_configs
 from .episode_hook import create_hook
 from .hooks import EnvironmentHook, HookAction, HookError
@@ -157,7 +159,7 @@ class AstraToolAgentLoop(AgentLoopBase):
     def __init__(self, *args, tools: Any = None, **kwargs):
         super().__init__(*args, **kwargs)
         # a ChatML template on an architecture verl maps to its generic builder (SmolLM2's llama)
-        self.continuous_token_builder = chatml_builder(
+        self.continuous_token_builder = chatml.chatml_builder(
             self.continuous_token_builder, self.tokenizer, self.apply_chat_template_kwargs
         )
         global _WARNED_WORKER_TOOLS

@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 
 from astra_verl.rollout.call_log import EpisodeLog
-from astra_verl.rollout.testing import ModelServer, compose_trainer_config, make_loop, run
+from astra_verl.rollout.testing import ModelServer, close_shared_sandbox, compose_trainer_config, make_loop, run
 
 pytestmark = pytest.mark.slow
 
@@ -17,6 +17,7 @@ def test_one_greedy_turn(smollm2_dir, envs, kit):
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir))
     model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir)).eval()
     torch.set_num_threads(2)
+    close_shared_sandbox()  # another module's loops may have opened it with other settings
     cfg = compose_trainer_config(
         str(smollm2_dir),
         [
@@ -26,7 +27,7 @@ def test_one_greedy_turn(smollm2_dir, envs, kit):
             "actor_rollout_ref.rollout.multi_turn.format=hermes",
         ],
     )
-    server = ModelServer(model, tokenizer, max_new_tokens=64)
+    server = ModelServer(model, tokenizer, max_new_tokens=48)
     loop = make_loop(cfg, server, tokenizer, hf_model_type=model.config.model_type)
     assert isinstance(loop.continuous_token_builder, QwenContinuousTokenBuilder)  # ChatML boundaries
     out = run(loop.run({"temperature": 0.0}, **kit.row_kwargs(envs.city, envs.store)))
@@ -41,7 +42,7 @@ def test_one_greedy_turn(smollm2_dir, envs, kit):
     assert reply.strip(), "the model said nothing"
     print(f"SmolLM2's greedy turn ({log.terminated_by}, {len(log.calls)} calls): {reply!r}")
     # greedy is deterministic: the same turn again
-    again = ModelServer(model, tokenizer, max_new_tokens=64)
+    again = ModelServer(model, tokenizer, max_new_tokens=48)
     run(
         make_loop(cfg, again, tokenizer, hf_model_type="llama").run(
             {"temperature": 0.0}, **kit.row_kwargs(envs.city, envs.store)
