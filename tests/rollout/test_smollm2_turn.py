@@ -8,7 +8,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 
 from astra_verl.rollout.call_log import EpisodeLog
-from astra_verl.rollout.testing import ModelServer, close_shared_sandbox, compose_trainer_config, make_loop, run
+from astra_verl.rollout.testing import ModelServer, close_worker_context, compose_trainer_config, make_loop, run
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +17,7 @@ def test_one_greedy_turn(smollm2_dir, envs, kit):
     tokenizer = AutoTokenizer.from_pretrained(str(smollm2_dir))
     model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir)).eval()
     torch.set_num_threads(2)
-    close_shared_sandbox()  # another module's loops may have opened it with other settings
+    close_worker_context()  # another module's loops may have opened its sandbox with other settings
     cfg = compose_trainer_config(
         str(smollm2_dir),
         [
