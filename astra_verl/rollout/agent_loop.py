@@ -70,6 +70,9 @@ from verl.workers.rollout.replica import TokenOutput
 
 from astra_verl.reward.solved import solved_by_call, solved_by_final_answer
 
+# chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports
+# this module, so when chatml is imported first it is still half-initialised here.
+from . import chatml
 from .call_log import CallRecord, CallStatus, Termination
 from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
 from .context import RolloutContext, worker_context
@@ -132,6 +135,10 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     def __init__(self, *args, tools: Any = None, context: RolloutContext | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # a ChatML template on an architecture verl maps to its generic builder (SmolLM2's llama)
+        self.continuous_token_builder = chatml.chatml_builder(
+            self.continuous_token_builder, self.tokenizer, self.apply_chat_template_kwargs
+        )
         # verl passes no context: the worker's one is that of its event loop (see context.py)
         self.context = context or worker_context(self.loop)
         if tools is not None and getattr(tools, "tools", None) and not self.context.warned_worker_tools:

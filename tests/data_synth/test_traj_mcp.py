@@ -1,6 +1,7 @@
 """Real MCP tools: a tiny stdio MCP server written here, ingested from its own tools/list
 result, then driven by an episode through the `mcp` client's ClientSession. Needs the optional
-`mcp` package (`astra-verl[mcp]`); skipped without it."""
+`mcp` package (`astra-verl[mcp]`, part of the test extra, so CI always runs it): without it this
+module fails to import, saying so."""
 
 from __future__ import annotations
 
@@ -8,16 +9,14 @@ import asyncio
 import json
 import sys
 
-import pytest
+import mcp  # the test extra installs it: a missing one is an error, not a skip
 
-mcp = pytest.importorskip("mcp")
-
-from data_synth.llm import LLMConfig, build_client  # noqa: E402
-from data_synth.pipeline import StepContext, process_one  # noqa: E402
-from data_synth.traj import steps as S  # noqa: E402
-from data_synth.traj.ingest import build_server, read_sources  # noqa: E402
-from data_synth.traj.interact import InteractConfig  # noqa: E402
-from data_synth.traj.records import ScoredTask, Scores, Task  # noqa: E402
+from data_synth.llm import LLMConfig, build_client
+from data_synth.pipeline import StepContext, process_one
+from data_synth.traj import steps as S
+from data_synth.traj.ingest import build_server, read_sources
+from data_synth.traj.interact import InteractConfig
+from data_synth.traj.records import ScoredTask, Scores, Task
 
 SERVER = '''
 from mcp.server.mcpserver import MCPServer
