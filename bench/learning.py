@@ -37,6 +37,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import sys
 import time
@@ -169,7 +170,8 @@ def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> 
         run_dir = out / split
         if not (run_dir / "manifest.json").exists():
             run(py("-m", "astra_verl.eval", "envs", "--data", str(parquet), "--model-path", str(model),
-                   "--out", str(run_dir), "--label", "base", *[a for o in limits for a in ("--override", o)]),
+                   "--out", str(run_dir), "--label", "base", "--concurrency", "32",
+                   *[a for o in limits for a in ("--override", o)]),
                 out.parent, timeout=4 * HOUR)  # fmt: skip
         records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line]
         calls = sum(r["calls"] for r in records)
@@ -231,7 +233,7 @@ def grpo(tier: Tier, seed: int, checkpoint: Path, data: dict[str, Path], out: Pa
 COLUMNS = ("train_greedy", "train_T", "heldout_data", "heldout_shape", "invalid_rate", "turns")
 LABELS = {
     "train_greedy": "train reward (greedy)",
-    "train_T": "train reward (T, all groups)",
+    "train_T": "train reward (T, all groups, last window)",
     "heldout_data": "held-out data F1",
     "heldout_shape": "held-out shape F1",
     "invalid_rate": "invalid-call rate (train)",
@@ -241,8 +243,11 @@ LABELS = {
 
 def curve(steps: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
     """Per validated step: the columns. verl validates before training (step 0: after SFT) and after the
-    update of every `test_freq`-th step; `train_T` of step s was sampled by the policy of step s - 1."""
+    update of every `test_freq`-th step. `train_T` at step s is the mean of `astra/reward_all_groups/mean`
+    over the steps since the previous validation (every rollout sampled there at the rollout temperature,
+    none dropped: the policy's own reward, on the train environments)."""
     out: dict[int, dict[str, float]] = {}
+    previous = 0
     for step, m in sorted(steps.items()):
         if "val-core/train/reward/mean@1" not in m:
             continue
@@ -254,9 +259,11 @@ def curve(steps: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
             "invalid_rate": m.get("val-aux/train/invalid_calls/mean@1", 0.0) / calls if calls else 0.0,
             "turns": m.get("val-aux/train/turns/mean@1", float("nan")),
         }
-        if "astra/reward_all_groups/mean" in m:
-            row["train_T"] = m["astra/reward_all_groups/mean"]
+        window = [steps[s]["astra/reward_all_groups/mean"] for s in range(previous + 1, step + 1) if s in steps]
+        if step > 0 and window:
+            row["train_T"] = sum(window) / len(window)
         out[step] = row
+        previous = step
     return out
 
 
@@ -268,6 +275,28 @@ def base_row(base: dict[str, dict[str, float]]) -> dict[str, float]:
         "invalid_rate": base["train"]["invalid_rate"],
         "turns": base["train"]["turns"],
     }
+
+
+def median(values: Sequence[float]) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
+STEP_RATE = re.compile(r"^Epoch \d+/\d+:.*?(\d+(?:\.\d+)?)(s/it|it/s)\]", re.MULTILINE)
+
+
+def sft_step_seconds(log: Path) -> float:
+    """Median seconds per SFT step, from the trainer's progress bar (start-up and saving excluded)."""
+    rates = [float(v) if unit == "s/it" else 1 / float(v) for v, unit in STEP_RATE.findall(log.read_text())]
+    return median(rates)
+
+
+def grpo_step_seconds(steps: dict[int, dict[str, float]]) -> float:
+    """Median `timing_s/step` (verl's own timer: generation, rewards, update, weight sync; validation apart)."""
+    return median([m["timing_s/step"] for s, m in steps.items() if s > 1 and "timing_s/step" in m])
 
 
 def mean_se(values: Sequence[float]) -> tuple[float, float]:
@@ -325,11 +354,11 @@ def machine() -> str:
     )
 
 
-def fmt(cell: tuple[float, float]) -> str:
+def fmt(cell: tuple[float, float], spec: str = ".3f") -> str:
     mean, se = cell
     if math.isnan(mean):
         return "n/a"
-    return f"{mean:.3f}" + ("" if math.isnan(se) else f" ± {se:.3f}")
+    return format(mean, spec) + ("" if math.isnan(se) else f" ± {format(se, spec)}")
 
 
 def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
@@ -344,7 +373,9 @@ def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
             f"- {what}: {mean:+.3f} ± {se:.3f} over {len(runs)} seeds (target {want}> 2 SE): {'met' if ok else 'MISSED'}"
         )
 
+    first = str(min(s for s in set.intersection(*(set(r.steps) for r in runs)) if s > 0))
     verdict(f"GRPO, train reward (greedy), step 0 -> {last}", "train_greedy", "0", last)
+    verdict(f"GRPO, train reward (T), steps 1-{first} -> the {tier.test_freq} before {last}", "train_T", first, last)
     verdict("SFT, held-out data F1, base -> step 0", "heldout_data", "base", "0", 0.3 if tier.model != "tiny" else 0.0)
     verdict(f"GRPO, held-out data F1, step 0 -> {last}", "heldout_data", "0", last)
     return lines
@@ -365,8 +396,8 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         lines.append(f"| {label} | " + " | ".join(fmt(cells[c]) for c in COLUMNS) + " |")
     lines += ["", "Mean ± standard error over seeds " + ", ".join(str(r.seed) for r in runs) + "."]
     lines += ["", "## Verdicts", "", *verdicts(tier, runs)]
-    sft_s = [r.seconds["sft"] / tier.sft_steps for r in runs]
-    grpo_s = [r.seconds["grpo"] / tier.grpo_steps for r in runs]
+    sft_s = [r.seconds["sft_step"] for r in runs]
+    grpo_s = [r.seconds["grpo_step"] for r in runs]
     lines += [
         "",
         "## Settings, machine, time",
@@ -378,9 +409,10 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         f"- GRPO: {tier.grpo_steps} steps, lr {tier.grpo_lr}, temperature {tier.temperature}, batch {tier.train_batch} "
         f"prompts x n={tier.rollout_n}, validation every {tier.test_freq} steps (greedy)",
         f"- {machine()}",
-        f"- wall time {wall_s / 60:.1f} min; per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]))} s "
-        f"({fmt(mean_se(sft_s))} s/step incl. start-up), GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]))} s "
-        f"({fmt(mean_se(grpo_s))} s/step incl. start-up and validation)",
+        f"- wall time {wall_s / 60:.1f} min; per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]), '.0f')} s "
+        f"(median {fmt(mean_se(sft_s), '.2f')} s/step), GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]), '.0f')} s "
+        f"(median {fmt(mean_se(grpo_s), '.2f')} s/step; start-up and validations on top), base-model evaluation "
+        f"{fmt(mean_se([r.seconds['base_eval'] for r in runs]), '.0f')} s",
     ]
     path = out / "learning.md"
     path.write_text("\n".join(lines) + "\n")
@@ -437,6 +469,8 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     loss = [losses[s]["train/loss"] for s in sorted(losses) if "train/loss" in losses[s]]
     print(f"seed {seed}: SFT loss {loss[0]:.3f} -> {loss[-1]:.3f} in {seconds['sft']:.0f} s", flush=True)
     steps, seconds["grpo"] = grpo(tier, seed, checkpoint, data, seed_dir)
+    seconds["sft_step"] = sft_step_seconds(seed_dir / "sft.log")
+    seconds["grpo_step"] = grpo_step_seconds(steps)
     run_ = SeedRun(seed, base, curve(steps), seconds, (loss[0], loss[-1]))
     for s, row in run_.steps.items():
         print(f"seed {seed} step {s}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)
