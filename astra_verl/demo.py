@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from astra_verl.sandbox import describe_isolation
+
 STAGE_TIMEOUT_S = 900
 
 
@@ -68,11 +70,10 @@ def py(*args: str) -> list[str]:
 
 
 def check_plugin() -> None:
+    # Lazy: verl is heavy (torch, ray) and the demo's first stages run without it.
     import verl  # noqa: F401  - loads astra_verl.plugin through the verl.plugins entry point
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
-
-    from astra_verl.sandbox import describe_isolation
 
     loops = sorted(n for n in _agent_loop_registry if n.startswith("astra"))
     rewards = sorted(n for n in REWARD_MANAGER if n.startswith("astra"))

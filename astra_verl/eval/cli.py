@@ -33,7 +33,30 @@ import time
 from pathlib import Path
 from typing import Any
 
-from env_registry.families.bfcl import CATEGORIES
+from pydantic import ValidationError
+from tqdm.auto import tqdm
+
+from astra_verl.eval import (
+    bfcl_hook,  # noqa: F401  - registers the hook
+    bfcl_replay,
+    envs_report,
+)
+from astra_verl.eval.bfcl_run import (
+    RESULTS_VERSION,
+    ResultsFile,
+    evaluate,
+    format_causes,
+    format_table,
+    prepare,
+    summarize,
+)
+from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES, score_episode
+from astra_verl.eval.chat_rollout import ChatRollout
+from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
+from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.sandbox import SandboxConfig, SandboxPool
+from data_synth.llm import LLMConfig, LLMUnavailable, build_client
+from env_registry.families.bfcl import CATEGORIES, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 MAX_OUTPUT_CHARS = 200_000  # BFCL does not truncate observations; long_context ones pass 20,000
@@ -162,9 +185,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
-    from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES
-    from astra_verl.sandbox import SandboxConfig
-
     kw: dict[str, Any] = {
         "packages": list(REQUIRED_PACKAGES),
         "call_timeout_s": float(args.call_timeout),
@@ -181,8 +201,6 @@ def _ids(args: argparse.Namespace) -> list[str] | None:
 
 
 def _report(results, categories, model: str) -> None:
-    from astra_verl.eval.bfcl_run import format_causes, format_table, summarize
-
     scores = summarize(results.records.values(), categories)
     print(format_table(scores, model))
     print("failure causes: " + format_causes(scores).replace("\n", "\n  "))
@@ -193,12 +211,6 @@ def _report(results, categories, model: str) -> None:
 
 
 def cmd_bfcl(args: argparse.Namespace) -> int:
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
-    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
-    from astra_verl.eval.chat_rollout import ChatRollout
-    from astra_verl.sandbox import SandboxPool
-    from data_synth.llm import LLMConfig, LLMUnavailable, build_client
-
     out = Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
     try:
         extra_body = json.loads(args.extra_body) if args.extra_body else {}
@@ -260,11 +272,9 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from env_registry.families.bfcl import build
-
     tokenizer = None
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: heavy, only --tokenizer needs it
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     out = build(
@@ -280,13 +290,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
-    from astra_verl.eval.bfcl_score import score_episode
-    from astra_verl.rollout.call_log import EpisodeLog
-    from astra_verl.sandbox import SandboxPool
-
     results = ResultsFile(args.results)
     scored = [r for r in results.records.values() if r["status"] == "scored"]
     if not scored:
@@ -320,8 +323,6 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from astra_verl.eval import bfcl_replay
-
     out = Path(args.out) / ("wrong" if args.wrong else "ground_truth") / args.via.replace("-", "_")
     summary = bfcl_replay.run_replay(
         out,
@@ -349,11 +350,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
-    from pydantic import ValidationError
-
-    from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
-    from astra_verl.eval.envs_report import format_table, plot, summarize
-
     out = args.out or Path("runs") / "eval_envs" / f"{checkpoint_name(args.model_path)}_{Path(args.data).stem}"
     try:
         cfg = EnvEvalConfig(
@@ -380,13 +376,13 @@ def cmd_envs(args: argparse.Namespace) -> int:
     )
     evaluation.run()
     records = evaluation.records()
-    summary = summarize(records)
+    summary = envs_report.summarize(records)
     title = f"{cfg.name} on {cfg.data.name} ({len(records)} episodes, T={evaluation.params['temperature']})"
-    table = format_table(summary, title)
+    table = envs_report.format_table(summary, title)
     (cfg.out / "table.txt").write_text(table + "\n")
     print(table)
     print(
-        f"plot: {plot(summary, title, cfg.out / 'envs.png')}; manifest: {write_manifest(cfg, evaluation, time.perf_counter() - t0)}"
+        f"plot: {envs_report.plot(summary, title, cfg.out / 'envs.png')}; manifest: {write_manifest(cfg, evaluation, time.perf_counter() - t0)}"
     )
     return 0
 
