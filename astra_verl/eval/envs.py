@@ -32,7 +32,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tqdm.auto import tqdm
-from transformers import AutoTokenizer
+from transformers import AutoConfig, AutoTokenizer
 from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import RolloutMode
@@ -231,6 +231,8 @@ class EnvEvaluation:
         self.cfg = cfg
         self.config = trainer_config(cfg)
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model_path)
+        # verl's worker hands the loop the checkpoint's model_type: it picks the multi-turn token builder
+        self.model_type = AutoConfig.from_pretrained(cfg.model_path).model_type
         self.rows = load_rows(cfg.data, cfg.limit)
         stores: dict[str, EnvStore] = {}
         self.facts = [row_facts(r, stores) for r in self.rows]
@@ -251,7 +253,7 @@ class EnvEvaluation:
     async def episode(self, i: int, k: int) -> EnvEpisode:
         row, facts = self.rows[i], self.facts[i]
         t0 = time.perf_counter()
-        loop = make_loop(self.config, self._server(), self.tokenizer)
+        loop = make_loop(self.config, self._server(), self.tokenizer, hf_model_type=self.model_type)
         out = await loop.run(dict(self.params), **episode_kwargs(row))
         scored = self.reward.score(
             {

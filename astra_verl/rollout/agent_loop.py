@@ -72,6 +72,7 @@ from env_registry.spec import EnvSpec, RewardTarget
 
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
+from .chatml import chatml_builder
 from .config import read_configs
 from .episode_hook import create_hook
 from .hooks import EnvironmentHook, HookAction, HookError
@@ -155,6 +156,10 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     def __init__(self, *args, tools: Any = None, **kwargs):
         super().__init__(*args, **kwargs)
+        # a ChatML template on an architecture verl maps to its generic builder (SmolLM2's llama)
+        self.continuous_token_builder = chatml_builder(
+            self.continuous_token_builder, self.tokenizer, self.apply_chat_template_kwargs
+        )
         global _WARNED_WORKER_TOOLS
         if tools is not None and getattr(tools, "tools", None) and not _WARNED_WORKER_TOOLS:
             _WARNED_WORKER_TOOLS = True

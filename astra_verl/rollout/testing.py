@@ -6,7 +6,7 @@ verl builds agent loops inside Ray workers against a vLLM/SGLang server. To exer
 - `compose_trainer_config(model_path, overrides)`: the real `ppo_trainer` config via Hydra;
 - `ScriptedServer`: a duck-typed server manager (`async generate(request_id, *, prompt_ids,
   sampling_params, **kw) -> TokenOutput`) that replays scripted assistant turns as token ids;
-- `ModelServer`: the same interface over a (tiny) transformers model with real sampling;
+- `ModelServer`: the same interface over a transformers model, sampling (greedy at temperature 0);
 - `make_loop(...)` / `run(...)`: construct a loop the way `AgentLoopWorker` does and run
   coroutines on verl's event loop (loops capture it at construction).
 
@@ -113,6 +113,9 @@ class ModelServer:
         self._lock = asyncio.Lock()
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kw):
+        given = sampling_params.get("temperature")
+        temperature = 1.0 if given is None else float(given)  # vLLM's convention: 0 is greedy decoding
+        sampling = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
         async with self._lock:  # one forward pass at a time; the model is not re-entrant
             torch.manual_seed(self.rng.randrange(2**31))
             input_ids = torch.tensor([prompt_ids])
@@ -120,10 +123,7 @@ class ModelServer:
                 out = self.model.generate(
                     input_ids,
                     attention_mask=torch.ones_like(input_ids),
-                    do_sample=True,
-                    temperature=float(sampling_params.get("temperature") or 1.0),
-                    top_k=0,
-                    top_p=1.0,
+                    **(sampling if temperature > 0 else {"do_sample": False}),
                     max_new_tokens=self.max_new_tokens,
                     eos_token_id=sorted(self.eos_ids),
                     pad_token_id=self.tokenizer.pad_token_id,
@@ -140,16 +140,23 @@ class ModelServer:
 
 
 def make_loop(
-    config: Any, server: Any, tokenizer, *, agent_name: str = "astra_tool_agent", tools: list | None = None
+    config: Any,
+    server: Any,
+    tokenizer,
+    *,
+    agent_name: str = "astra_tool_agent",
+    tools: list | None = None,
+    hf_model_type: str = "qwen2",
 ) -> Any:
-    """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does."""
+    """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does
+    (`hf_model_type`: the checkpoint config's `model_type`, which picks verl's token builder)."""
     return hydra.utils.instantiate(
         config=_agent_loop_registry[agent_name],
         trainer_config=DictConfigWrap(config=config),
         server_manager=server,
         tokenizer=tokenizer,
         processor=None,
-        hf_model_type="qwen2",
+        hf_model_type=hf_model_type,
         dataset_cls=RLHFDataset,
         data_config=DictConfigWrap(config.data),
         tools=ToolListWrap(tools or []),

