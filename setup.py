@@ -58,7 +58,13 @@ extras_require = {
     # checker over the whole import graph, function-level imports included, beats a hand-rolled one.
     # CI runs every test, the MCP and real-model ones included (nothing real skips).
     "test": [
-        "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "ruff>=0.6", "import-linter>=2.1", *MCP, *SMOLLM2,
+        "pytest>=8",
+        "pytest-asyncio>=0.23",
+        "pytest-timeout>=2.2",
+        "ruff>=0.6",
+        "import-linter>=2.1",
+        *MCP,
+        *SMOLLM2,
     ],  # fmt: skip
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
     "mcp": MCP,
