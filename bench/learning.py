@@ -159,9 +159,10 @@ def build_data(tier: Tier, tokenizer: Path, root: Path) -> dict[str, Path]:
     return out
 
 
-def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> dict[str, dict[str, float]]:
-    """The untrained model on every split, greedy (`eval envs`, the episodes verl's validation runs)."""
-    scores = {}
+def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> tuple[dict, dict]:
+    """The untrained model on every split, greedy (`eval envs`, the episodes verl's validation runs):
+    per split its means, and per split the F1 of each environment."""
+    scores, rows = {}, {}
     limits = [
         f"data.max_prompt_length={tier.max_prompt_length}",
         f"data.max_response_length={tier.max_response_length}",
@@ -180,7 +181,8 @@ def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> 
             "invalid_rate": sum(r["invalid_calls"] for r in records) / calls if calls else 0.0,
             "turns": sum(r["turns"] for r in records) / len(records),
         }
-    return scores
+        rows[split] = {r["env_id"]: r["f1"] for r in records}
+    return scores, rows
 
 
 def sft(tier: Tier, seed: int, model: Path, demos: Path, out: Path) -> tuple[Path, float, int]:
@@ -221,6 +223,7 @@ def grpo(tier: Tier, seed: int, checkpoint: Path, data: dict[str, Path], out: Pa
            "trainer.val_before_train=true", f"trainer.test_freq={tier.test_freq}", f"data.seed={seed}",
            f"actor_rollout_ref.actor.data_loader_seed={seed}", f"actor_rollout_ref.rollout.seed={seed}",
            "trainer.logger=[console,file]", f"trainer.rollout_data_dir={out / 'rollouts'}",
+           f"trainer.validation_data_dir={out / 'validation'}",
            f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={metrics}", *tier.extra_grpo),
         out, log=out / "grpo.log", timeout=12 * HOUR)  # fmt: skip
     seconds = time.perf_counter() - t0
@@ -316,6 +319,30 @@ class SeedRun:
     steps: dict[int, dict[str, float]]
     seconds: dict[str, float]
     sft_loss: tuple[float, float]
+    # "base" or a validated step -> split -> env id -> F1 (greedy), for paired SEs over environments
+    rows: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+
+def validation_rows(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
+    """verl's validation dumps (`trainer.validation_data_dir`, `<step>.jsonl`): step -> split -> env -> F1."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for path in sorted(folder.glob("*.jsonl")) if folder.exists() else []:
+        by_split: dict[str, dict[str, float]] = {}
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                env = json.loads(r["gts"])["env_id"]
+                by_split.setdefault(r["data_source"], {})[env] = r["f1"]
+        out[path.stem] = by_split
+    return out
+
+
+def row_rise(run_: SeedRun, split: str, start: str, end: str) -> tuple[float, float, int]:
+    """Mean and SE over the split's environments of F1(end) - F1(start), paired by environment."""
+    a, b = run_.rows.get(start, {}).get(split, {}), run_.rows.get(end, {}).get(split, {})
+    diffs = [b[e] - a[e] for e in a if e in b]
+    mean, se = mean_se(diffs)
+    return mean, se, len(diffs)
 
 
 def aggregate(runs: Sequence[SeedRun]) -> dict[str, dict[str, tuple[float, float]]]:
@@ -366,12 +393,16 @@ def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
     lines = []
 
     def verdict(what: str, column: str, start: str, end: str, target: float = 0.0) -> None:
-        mean, se = rise(runs, column, start, end)
+        split = {"train_greedy": "train"}.get(column, column)
+        if len(runs) >= 2 or column == "train_T":
+            mean, se = rise(runs, column, start, end)
+            over = f"{len(runs)} seeds"
+        else:  # one seed: the SE over environments, paired (each environment before and after)
+            mean, se, n = row_rise(runs[0], split, start, end)
+            over = f"{n} {split} environments, seed {runs[0].seed}"
         ok = mean > 2 * se and mean >= target if not math.isnan(se) else False
         want = f">= {target} and " if target else ""
-        lines.append(
-            f"- {what}: {mean:+.3f} ± {se:.3f} over {len(runs)} seeds (target {want}> 2 SE): {'met' if ok else 'MISSED'}"
-        )
+        lines.append(f"- {what}: {mean:+.3f} ± {se:.3f} over {over} (target {want}> 2 SE): {'met' if ok else 'MISSED'}")
 
     first = str(min(s for s in set.intersection(*(set(r.steps) for r in runs)) if s > 0))
     verdict(f"GRPO, train reward (greedy), step 0 -> {last}", "train_greedy", "0", last)
@@ -461,7 +492,8 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     seconds["setup"] = time.perf_counter() - t0
     base_dir = (seed_dir if tier.model == "tiny" else out) / "base-eval"
     t0 = time.perf_counter()
-    base = base_row(evaluate_base(tier, model, data, base_dir))
+    base_scores, base_rows = evaluate_base(tier, model, data, base_dir)
+    base = base_row(base_scores)
     seconds["base_eval"] = time.perf_counter() - t0
     print(f"seed {seed}: base model {base}", flush=True)
     checkpoint, seconds["sft"], _ = sft(tier, seed, model, out / "data" / "sft.parquet", seed_dir)
@@ -471,7 +503,8 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     steps, seconds["grpo"] = grpo(tier, seed, checkpoint, data, seed_dir)
     seconds["sft_step"] = sft_step_seconds(seed_dir / "sft.log")
     seconds["grpo_step"] = grpo_step_seconds(steps)
-    run_ = SeedRun(seed, base, curve(steps), seconds, (loss[0], loss[-1]))
+    rows = {"base": base_rows, **validation_rows(seed_dir / "validation")}
+    run_ = SeedRun(seed, base, curve(steps), seconds, (loss[0], loss[-1]), rows)
     for s, row in run_.steps.items():
         print(f"seed {seed} step {s}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)
     return run_, data

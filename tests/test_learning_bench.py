@@ -71,3 +71,22 @@ def test_sft_step_time_comes_from_the_trainers_progress_bar(tmp_path):
         "Epoch 2/100:  80%|########  | 4/5 [00:08<00:01,  2.50it/s]\n"
     )
     assert learning.sft_step_seconds(log) == pytest.approx(2.0)  # 2.0, 3.0, 0.4 s: shard writing ignored
+
+
+def test_one_seed_is_judged_over_environments_paired(tmp_path):
+    dump = tmp_path / "validation"
+    dump.mkdir()
+    for step, f1s in (("0", (0.0, 0.5, 0.5, 1.0)), ("4", (0.5, 1.0, 0.5, 1.0))):
+        lines = [
+            {"data_source": "heldout_data", "gts": f'{{"env_id": "e{i}"}}', "f1": f, "score": f}
+            for i, f in enumerate(f1s)
+        ]
+        (dump / f"{step}.jsonl").write_text("\n".join(__import__("json").dumps(x) for x in lines))
+    rows = learning.validation_rows(dump)
+    assert rows["4"]["heldout_data"] == {"e0": 0.5, "e1": 1.0, "e2": 0.5, "e3": 1.0}
+    base = {"train_greedy": 0.0, "heldout_data": 0.0, "heldout_shape": 0.0, "invalid_rate": 0.0, "turns": 1.0}
+    run_ = learning.SeedRun(0, base, learning.curve(metrics(0.5, 0.7, [0.3] * 4)), {}, (7.0, 0.1), rows)
+    mean, se, n = learning.row_rise(run_, "heldout_data", "0", "4")
+    assert (mean, n) == (0.25, 4) and se == pytest.approx(0.1443, abs=1e-3)
+    line = learning.verdicts(learning.QUICK, [run_])[3]
+    assert "over 4 heldout_data environments, seed 0" in line and line.endswith("MISSED")  # 0.25 < 2 x 0.144
