@@ -4,6 +4,8 @@
     python -m astra_verl.eval envs --data runs/envs/mix_none/val.parquet --model-path CKPT/huggingface
     # ... sampled: 4 episodes per row at temperature 0.5
     python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --temperature 0.5 --n 4
+    # ... served by vLLM (`vllm serve CKPT`): token prompts in, token ids out
+    python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --base-url http://localhost:8000/v1 --model CKPT
 
     # evaluate a served model (vLLM or any OpenAI-compatible endpoint with tool calling)
     python -m astra_verl.eval bfcl --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B
@@ -101,7 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
         "main_ppo's validation runs); --temperature T --n K samples K episodes per row.",
     )
     envs.add_argument("--data", required=True, help="an export-parquet file (e.g. .../mix_none/val.parquet)")
-    envs.add_argument("--model-path", required=True, help="a Hugging Face checkpoint directory (model + tokenizer)")
+    envs.add_argument(
+        "--model-path",
+        required=True,
+        help="a Hugging Face checkpoint directory, served by hf_cpu (with --base-url: its tokenizer and template)",
+    )
+    envs.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint(s) serving the policy (vLLM)")
+    envs.add_argument("--model", default=None, help="with --base-url: the policy's name on the server")
+    envs.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
     envs.add_argument("--out", default=None, help="run directory (default runs/eval_envs/<checkpoint>_<data>)")
     envs.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
     envs.add_argument(
@@ -355,6 +364,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
         cfg = EnvEvalConfig(
             data=Path(args.data),
             model_path=args.model_path,
+            base_url=args.base_url,
+            model=args.model,
+            api_key_env=args.api_key_env,
             out=Path(out),
             recipe=args.recipe,
             overrides=args.override,

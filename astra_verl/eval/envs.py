@@ -3,9 +3,14 @@
 The episode is `astra_tool_agent` itself, built the way verl's agent-loop worker builds it (from
 the composed `main_ppo` config of a recipe), so the parser, the per-sample tools, the sandbox,
 the hooks and every limit are the training run's; the reward is the config's reward manager
-(`astra_f1` by default) scoring the loop's episode log. The checkpoint (`--model-path`) is served
-by the `hf_cpu` backend's own server (`astra_verl.platform.hf_rollout.HFRolloutServer`, in this
-process, loaded with the checkpoint's weights), which batches the concurrent episodes' requests.
+(`astra_f1` by default) scoring the loop's episode log. Only the token server differs:
+
+- a local checkpoint (`--model-path`) is served by the `hf_cpu` backend's own server
+  (`astra_verl.platform.hf_rollout.HFRolloutServer`, in this process, loaded with the checkpoint's
+  weights), which batches the concurrent episodes' requests;
+- with `--base-url URL --model NAME` an OpenAI-compatible endpoint serving that checkpoint answers
+  instead (`endpoint.EndpointServer`: token prompts in, token ids out, through the LLM client);
+  `--model-path` then gives the tokenizer and chat template the loop renders with.
 
 Sampling: by default the config's validation settings (`rollout.val_kwargs`: greedy), i.e. what
 `trainer.val_before_train` runs; `--temperature T --n K` samples K episodes per row. The sampling
@@ -37,12 +42,14 @@ from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import RolloutMode
 
+from astra_verl.eval.endpoint import EndpointServer
 from astra_verl.eval.results import ResultsFile
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
 from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
 from astra_verl.sandbox import shared_sandbox
+from data_synth.llm import LLMConfig, build_client
 from env_registry.rows import RowInfo
 from env_registry.shape import shape_of
 from env_registry.store import EnvStore
@@ -62,7 +69,10 @@ class EnvEvalConfig(BaseModel):
 
     data: Path
     out: Path
-    model_path: str  # a local checkpoint (HF format), served by hf_cpu's server
+    model_path: str  # a local checkpoint (HF format): served by hf_cpu's server, or its tokenizer for an endpoint
+    base_url: str | None = None  # an OpenAI-compatible endpoint (comma-separated: a pool) serving the policy
+    model: str | None = None  # the endpoint's name of the policy
+    api_key_env: str = "OPENAI_API_KEY"  # variable holding the endpoint's key (unset: none)
     recipe: str = "astra_cpu"
     overrides: list[str] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0)  # None: the config's val_kwargs (greedy)
@@ -75,9 +85,11 @@ class EnvEvalConfig(BaseModel):
     label: str = ""  # a name for the policy in tables and plots (default: the model's)
 
     @model_validator(mode="after")
-    def _samples_differ(self) -> EnvEvalConfig:
+    def _consistent(self) -> EnvEvalConfig:
         if self.n > 1 and not self.temperature:
             raise ValueError("--n > 1 needs --temperature > 0: greedy decoding repeats one episode")
+        if (self.base_url is None) != (self.model is None):
+            raise ValueError("an endpoint needs both --base-url and --model (the name the server gives the policy)")
         return self
 
     @property
@@ -196,6 +208,21 @@ def local_server(config: DictConfig) -> HFRolloutServer:
     return HFRolloutServer(rollout, section(config.actor_rollout_ref.model), RolloutMode.STANDALONE, replica_rank=0)
 
 
+def endpoint_server(cfg: EnvEvalConfig, config: DictConfig) -> EndpointServer:
+    """The policy behind `cfg.base_url`, asked through the LLM client with the rollout's token budgets."""
+    llm = LLMConfig(
+        base_urls=[u.strip() for u in (cfg.base_url or "").split(",") if u.strip()],
+        model=cfg.model,
+        api_key_env=cfg.api_key_env,
+        max_concurrency=cfg.concurrency,
+        cache=False,
+    )
+    rollout = config.actor_rollout_ref.rollout
+    return EndpointServer(
+        build_client(llm), prompt_length=int(rollout.prompt_length), response_length=int(rollout.response_length)
+    )
+
+
 def sampling_params(config: DictConfig, cfg: EnvEvalConfig) -> dict[str, Any]:
     """verl's agent-loop worker's sampling params (v1 `AgentLoopWorkerTQ.generate_sequences`), validation
     settings by default, the run's temperature / top_p / top_k where given."""
@@ -247,7 +274,7 @@ class EnvEvaluation:
 
     def _server(self) -> Any:
         if self.server is None:
-            self.server = local_server(self.config)
+            self.server = endpoint_server(self.cfg, self.config) if self.cfg.base_url else local_server(self.config)
         return self.server
 
     async def episode(self, i: int, k: int) -> EnvEpisode:
@@ -305,7 +332,7 @@ class EnvEvaluation:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            if isinstance(self.server, HFRolloutServer):
+            if isinstance(self.server, HFRolloutServer | EndpointServer):
                 await self.server.aclose()
             await _close_sandbox()
 

@@ -3,13 +3,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
+import threading
+
+import pandas as pd
 import pytest
 from pydantic import ValidationError
 
 from astra_verl.eval.envs import EnvEpisode, EnvEvalConfig, EnvEvaluation, checkpoint_name
 from astra_verl.eval.envs_report import format_table, mean_se, summarize
+from astra_verl.rollout.testing import ScriptedServer
+from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.families.procedural import generate
+from env_registry.rows import RowInfo
 from env_registry.store import EnvStore
 
 
@@ -72,3 +80,65 @@ def test_a_run_resumes_where_it_stopped(tmp_path, rows, tiny_model_dir):
     again.run()
     assert sorted(r.id for r in again.records()) == ["0:0", "1:0", "2:0"]
     assert {r.env_id for r in again.records()} == {r["env_id"] for r in again.facts}
+
+
+class TokenEndpoint:
+    """A fake `/v1/completions` server in its own thread: each turn's reply from `script(prompt, k)`,
+    returned as token ids (what vLLM's `return_token_ids` gives)."""
+
+    def __init__(self, tokenizer, script):
+        self.tokenizer, self.script, self.payloads = tokenizer, script, []
+        self.loop = asyncio.new_event_loop()
+        self.server = FakeOpenAIServer(self.handle)
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.url = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
+
+    def handle(self, payload: dict, n: int) -> FakeReply:
+        self.payloads.append(payload)
+        prompt = self.tokenizer.decode(payload["prompt"])
+        k = prompt.count("<|im_start|>assistant") - 1  # turns already written
+        ids = self.tokenizer.encode(self.script(prompt, k), add_special_tokens=False)
+        ids.append(self.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+        body = {"choices": [{"text": "", "token_ids": ids, "finish_reason": "stop"}], "usage": {}}
+        return FakeReply(body=body)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+def test_an_endpoint_policy_runs_the_same_episode_as_a_local_server(tmp_path, rows, tiny_model_dir, tiny_tokenizer):
+    store = EnvStore.open(rows.parent / "store")
+    row = pd.read_parquet(rows / "train.parquet").iloc[0]
+    env = store.get(RowInfo.from_extra_info(row["extra_info"]).env_id)
+    q = next(q for q in env.sub_questions if q.needs_tool)
+    args = env.tool(q.tool).golden_calls[0].args
+    call = '<tool_call>\n{"name": "' + q.tool + '", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
+
+    def script(prompt: str, k: int) -> str:
+        return call if k == 0 else env.final_answer
+
+    overrides = ["data.max_prompt_length=2048", "data.max_response_length=256"]
+
+    def config(out, **kw) -> EnvEvalConfig:
+        return EnvEvalConfig(
+            data=rows / "train.parquet", out=out, model_path=str(tiny_model_dir), overrides=overrides, limit=1, **kw
+        )
+
+    local = EnvEvaluation(config(tmp_path / "local"), server=ScriptedServer(tiny_tokenizer, script), progress=False)
+    local.run()
+    endpoint = TokenEndpoint(tiny_tokenizer, script)
+    try:
+        remote = EnvEvaluation(config(tmp_path / "remote", base_url=endpoint.url, model="tiny"), progress=False)
+        remote.run()
+    finally:
+        endpoint.close()
+    mine, theirs = local.records()[0], remote.records()[0]
+    assert mine.reward > 0 and mine.calls == 1
+    same = {"elapsed_s"}
+    assert mine.model_dump(exclude=same) == theirs.model_dump(exclude=same)
+    first = endpoint.payloads[0]
+    assert first["model"] == "tiny" and first["return_token_ids"] is True and first["temperature"] == 0
+    assert all(isinstance(t, int) for t in first["prompt"]) and first["max_tokens"] == 256
+    with pytest.raises(ValidationError, match="--model"):
+        config(tmp_path, base_url=endpoint.url)
