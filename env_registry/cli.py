@@ -24,9 +24,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from tqdm.auto import tqdm
 
+from astra_verl.strict import SettingsError
 from env_registry.export import (
     DEFAULT_INTERACTION,
     DEFAULT_SYSTEM_PROMPT,
@@ -418,9 +418,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_export_sft(args: argparse.Namespace) -> int:
     try:
         recovery = Recovery(share=args.recovery_share, kinds=tuple(_csv(args.recovery_kinds) or ()), seed=args.seed)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        raise CliError(f"--recovery-{first['loc'][0]}: {first['msg']}") from None
+    except SettingsError as exc:
+        raise CliError(f"{exc} (--recovery-share, --recovery-kinds)") from None
     t0 = time.perf_counter()
     with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
 

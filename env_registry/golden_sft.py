@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from astra_verl.sandbox import BatchJob, Module, Program, run_programs
+from astra_verl.strict import StrictModel
 from env_registry import call_errors
 from env_registry.export import tool_schemas
 from env_registry.matching import answer_in_text
@@ -72,10 +72,10 @@ class GoldenSFTError(ValueError):
     """An environment has no golden call for a sub-question, or a golden call failed in the sandbox."""
 
 
-class Recovery(BaseModel):
+class Recovery(StrictModel):
     """Which demonstrations show a failed call and its correction (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    section = "export-sft recovery"
 
     share: float = Field(default=0.2, ge=0.0, le=1.0, description="share of rows with one failed attempt")
     kinds: tuple[RecoveryKind, ...] = Field(default=RECOVERY_KINDS, min_length=1)
@@ -311,7 +311,7 @@ def golden_rows(
     """One golden SFT conversation per row of an exported RL parquet; tool outputs from the sandbox."""
     recovery = recovery or Recovery()
     stores: dict[str, EnvStore] = {}
-    plans = [plan_row(row, stores) for row in pd.read_parquet(rl_parquet).to_dict("records")]
+    plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
     summary = GoldenSummary(rows=len(plans))
     for n, i in enumerate(chosen_rows(plans, recovery)):
         start = n % len(recovery.kinds)  # the kinds in turn over the chosen rows

@@ -35,7 +35,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from tqdm.auto import tqdm
 
 from astra_verl.eval import (
@@ -57,6 +56,7 @@ from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
 from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.sandbox import SandboxConfig, SandboxPool
+from astra_verl.strict import SettingsError
 from data_synth.llm import LLMConfig, LLMUnavailable, build_client
 from env_registry.families.bfcl import CATEGORIES, build
 
@@ -380,7 +380,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
         )
         t0 = time.perf_counter()
         evaluation = EnvEvaluation(cfg)
-    except (ValidationError, EnvEvalError) as exc:
+    except (SettingsError, EnvEvalError) as exc:
         raise SystemExit(f"eval envs: {exc}") from None
     print(
         f"eval envs: {len(evaluation.rows)} rows x {cfg.n}, sampling {evaluation.params}; run dir {cfg.out}",

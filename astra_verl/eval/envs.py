@@ -35,7 +35,7 @@ from typing import Any, Literal
 import pandas as pd
 import torch
 from omegaconf import DictConfig, OmegaConf
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer
 from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
@@ -47,8 +47,9 @@ from astra_verl.eval.results import ResultsFile
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
 from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
-from astra_verl.sandbox import shared_sandbox
+from astra_verl.strict import StrictModel
 from data_synth.llm import LLMConfig, build_client
 from env_registry.rows import RowInfo
 from env_registry.shape import shape_of
@@ -62,10 +63,10 @@ class EnvEvalError(ValueError):
     """The evaluation cannot run as asked (bad data, settings that contradict each other)."""
 
 
-class EnvEvalConfig(BaseModel):
+class EnvEvalConfig(StrictModel):
     """One `eval envs` run."""
 
-    model_config = ConfigDict(extra="forbid")
+    section = "eval envs"
 
     data: Path
     out: Path
@@ -103,10 +104,10 @@ def checkpoint_name(path: str) -> str:
     return p.parent.name if p.name == "huggingface" else p.name
 
 
-class EnvEpisode(BaseModel):
+class EnvEpisode(StrictModel):
     """One scored episode (a line of the results file)."""
 
-    model_config = ConfigDict(extra="forbid")
+    section = "eval envs results record"
 
     version: Literal[1] = RECORD_VERSION
     id: str  # "<row>:<sample>"
@@ -267,6 +268,7 @@ class EnvEvaluation:
         self.reward = reward_manager(self.config, self.tokenizer)
         self.results = ResultsFile(cfg.out / "results.jsonl", RESULTS_VERSION)
         self.server = server
+        self.context = RolloutContext()  # this run's sandbox pool and tool caches, as a verl worker's
         self.progress = progress
 
     def todo(self) -> list[tuple[int, int]]:
@@ -280,7 +282,9 @@ class EnvEvaluation:
     async def episode(self, i: int, k: int) -> EnvEpisode:
         row, facts = self.rows[i], self.facts[i]
         t0 = time.perf_counter()
-        loop = make_loop(self.config, self._server(), self.tokenizer, hf_model_type=self.model_type)
+        loop = make_loop(
+            self.config, self._server(), self.tokenizer, hf_model_type=self.model_type, context=self.context
+        )
         out = await loop.run(dict(self.params), **episode_kwargs(row))
         scored = self.reward.score(
             {
@@ -334,7 +338,7 @@ class EnvEvaluation:
             await asyncio.gather(*tasks, return_exceptions=True)
             if isinstance(self.server, HFRolloutServer | EndpointServer):
                 await self.server.aclose()
-            await _close_sandbox()
+            await self.context.aclose()
 
     def run(self) -> ResultsFile:
         """Run what is left; any failure propagates after the finished episodes are written."""
@@ -359,10 +363,6 @@ class EnvEvaluation:
     def records(self) -> list[EnvEpisode]:
         keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
         return [EnvEpisode.model_validate(r) for key, r in self.results.records.items() if key in keys]
-
-
-async def _close_sandbox() -> None:
-    await shared_sandbox().aclose()
 
 
 def write_manifest(cfg: EnvEvalConfig, evaluation: EnvEvaluation, seconds: float) -> Path:

@@ -13,6 +13,7 @@ import pytest
 from astra_verl.rollout.tool_parser import HermesReportingParser
 from astra_verl.rollout.toolset import ToolCatalog
 from astra_verl.sandbox import SandboxPool
+from astra_verl.strict import SettingsError
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.golden_sft import Recovery, golden_rows, write_golden_sft
 from env_registry.rows import RowInfo
@@ -116,11 +117,9 @@ def test_the_failed_turn_is_context_not_a_target_in_verls_sft_dataset(tmp_path, 
 
 
 def test_bad_recovery_settings_are_refused():
-    from pydantic import ValidationError
-
-    with pytest.raises(ValidationError):
+    with pytest.raises(SettingsError, match="share"):
         Recovery(share=1.5)
-    with pytest.raises(ValidationError):
+    with pytest.raises(SettingsError, match="kinds"):
         Recovery(kinds=("typo",))
-    with pytest.raises(ValidationError):
+    with pytest.raises(SettingsError, match="unknown keys"):
         Recovery(shares=0.2)

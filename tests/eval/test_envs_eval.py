@@ -9,11 +9,11 @@ import threading
 
 import pandas as pd
 import pytest
-from pydantic import ValidationError
 
 from astra_verl.eval.envs import EnvEpisode, EnvEvalConfig, EnvEvaluation, checkpoint_name
 from astra_verl.eval.envs_report import format_table, mean_se, summarize
 from astra_verl.rollout.testing import ScriptedServer
+from astra_verl.strict import SettingsError
 from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.families.procedural import generate
@@ -32,9 +32,9 @@ def episode(row: int, f1: float, **kw) -> EnvEpisode:
 
 
 def test_settings_refuse_contradictions_and_typos(tmp_path):
-    with pytest.raises(ValidationError, match="temperature"):
+    with pytest.raises(SettingsError, match="temperature"):
         EnvEvalConfig(data=tmp_path / "d.parquet", out=tmp_path, model_path="m", n=4)
-    with pytest.raises(ValidationError):
+    with pytest.raises(SettingsError, match="temprature"):
         EnvEvalConfig(data=tmp_path / "d.parquet", out=tmp_path, model_path="m", temprature=1.0)
     assert checkpoint_name("runs/sft/global_step_40/huggingface") == "global_step_40"
 
@@ -140,5 +140,5 @@ def test_an_endpoint_policy_runs_the_same_episode_as_a_local_server(tmp_path, ro
     first = endpoint.payloads[0]
     assert first["model"] == "tiny" and first["return_token_ids"] is True and first["temperature"] == 0
     assert all(isinstance(t, int) for t in first["prompt"]) and first["max_tokens"] == 256
-    with pytest.raises(ValidationError, match="--model"):
+    with pytest.raises(SettingsError, match="--model"):
         config(tmp_path, base_url=endpoint.url)
