@@ -96,20 +96,24 @@ QUICK = Tier(
         Split("heldout_shape", 8, 2, ("parallel_multi_hop",)),
     ),
 )
+# Sized for 2 CPU cores (SmolLM2-135M: ~7 s per 900-token forward+backward, ~22 s to sample 8 x 64 tokens
+# after an 800-token prompt, idle): one seed, its SEs over environments (paired, before vs after); on a GPU,
+# more environments, steps and seeds (--seeds, --grpo-steps).
 REAL = Tier(
     name="real",
     model="smollm2",
     splits=(
-        Split("train", 48, 0, SHAPES_SEEN),
-        Split("heldout_data", 16, 1, SHAPES_SEEN),
-        Split("heldout_shape", 16, 2, ("parallel_multi_hop",)),
+        Split("train", 24, 0, SHAPES_SEEN),
+        Split("heldout_data", 12, 1, SHAPES_SEEN),
+        Split("heldout_shape", 8, 2, ("parallel_multi_hop",)),
     ),
-    sft_steps=300,
+    max_response_length=384,
+    sft_steps=80,
     sft_lr=1e-4,
-    grpo_steps=24,
+    grpo_steps=8,
     test_freq=8,
     grpo_lr=1e-6,
-    seeds=(0, 1, 2),
+    seeds=(0,),
 )
 TIERS = {t.name: t for t in (QUICK, REAL)}
 
