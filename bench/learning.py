@@ -524,6 +524,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--test-freq", type=int, default=None, help="GRPO steps between validations")
     p.add_argument("--temperature", type=float, default=None, help="GRPO rollout temperature")
     p.add_argument("--grpo-lr", type=float, default=None)
+    p.add_argument("--limit-envs", type=int, default=None, help="at most N environments per split (smoke runs)")
     p.add_argument("--fresh", action="store_true", help="delete the run folder first")
     args = p.parse_args(argv)
     tier = TIERS[args.tier]
@@ -533,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         "seeds": tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None,
     }  # fmt: skip
     tier = replace(tier, **{k: v for k, v in changes.items() if v is not None})
+    if args.limit_envs:
+        tier = replace(tier, splits=tuple(replace(s, envs=min(s.envs, args.limit_envs)) for s in tier.splits))
     out = Path(args.out or Path("runs") / "learning" / tier.name).resolve()
     if args.fresh:
         shutil.rmtree(out, ignore_errors=True)
