@@ -27,6 +27,7 @@ from typing import Any
 import networkx as nx
 from tqdm.auto import tqdm
 
+from astra_verl.strict import SettingsError
 from env_registry.export import (
     DEFAULT_INTERACTION,
     DEFAULT_SYSTEM_PROMPT,
@@ -36,7 +37,7 @@ from env_registry.export import (
     write_export,
 )
 from env_registry.families.procedural import DOMAINS, iter_generate
-from env_registry.golden_sft import GoldenSFTError, write_golden_sft
+from env_registry.golden_sft import RECOVERY_KINDS, GoldenSFTError, Recovery, write_golden_sft
 from env_registry.mixing import build_mixer
 from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType, spec_json_schema
@@ -434,6 +435,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_export_sft(args: argparse.Namespace) -> int:
+    try:
+        recovery = Recovery(share=args.recovery_share, kinds=tuple(_csv(args.recovery_kinds) or ()), seed=args.seed)
+    except SettingsError as exc:
+        raise CliError(f"{exc} (--recovery-share, --recovery-kinds)") from None
     t0 = time.perf_counter()
     with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
 
@@ -442,10 +447,10 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
             bar.update(1)
 
         try:
-            n = write_golden_sft(args.rl_parquet, args.out, progress=progress)
+            summary = write_golden_sft(args.rl_parquet, args.out, recovery, progress=progress)
         except GoldenSFTError as exc:
             raise CliError(str(exc)) from None
-    _out(f"wrote {n} golden SFT conversations to {args.out} in {time.perf_counter() - t0:.1f} s")
+    _out(f"wrote {summary.describe()} to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
 
 
@@ -546,10 +551,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="golden demonstrations of exported RL rows as SFT parquet",
         description="One SFT conversation per row of an RL parquet written by export-parquet: the row's prompt "
         "and tools, each tool-needing sub-question's golden call with its real sandbox output, then the final "
-        "answer. Same format as `data_synth traj export` (see env_registry.golden_sft).",
+        "answer; a share of them also shows a failed call with the error the agent loop gives and the corrected "
+        "call. Same format as `data_synth traj export` (see env_registry.golden_sft).",
     )
     gs.add_argument("rl_parquet", help="an export-parquet file, e.g. <out>/mix_none/train.parquet")
     gs.add_argument("--out", required=True, help="SFT parquet to write")
+    gs.add_argument(
+        "--recovery-share",
+        type=float,
+        default=0.2,
+        help="share of rows showing a failed call, its real error and the corrected call (default 0.2; 0: none)",
+    )
+    gs.add_argument(
+        "--recovery-kinds",
+        default=",".join(RECOVERY_KINDS),
+        help=f"comma-separated failure kinds, assigned in turn (default {','.join(RECOVERY_KINDS)})",
+    )
+    gs.add_argument("--seed", type=int, default=0, help="which rows, calls and kinds (default 0)")
     gs.set_defaults(func=cmd_export_sft)
 
     sc = sub.add_parser("schema", parents=[common], help="print the JSON Schema of the environment format")

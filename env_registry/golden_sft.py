@@ -7,44 +7,125 @@ in the sandbox (never the spec's `expected` text); the last assistant turn is th
 One call per turn: verl's multi-turn SFT dataset tokenizes turn by turn, and grouped parallel tool
 results would fail its sanity check.
 
+Recovery. Demonstrations of successes only teach nothing about what to do after a failed call
+(a policy fine-tuned on them answers an error with another invalid call). A share of the rows
+(`Recovery.share`, default 20%, as ASTRA injects failures) therefore shows one failed attempt
+before one of its golden calls, the error message the agent loop gives for it, and then the
+corrected call. Three kinds, assigned in turn over the chosen rows:
+
+- `wrong_argument`: the golden call with one string argument misspelled (one the schema still
+  accepts: free text, not an enum), run in the sandbox in the episode's session; the tool's own error (e.g. "No city named 'Gehlom' ... Did you mean: Geholm?")
+  is the observation. A tool that accepts the misspelling gives no failure: the row then gets the
+  next kind instead (counted in `GoldenSummary.fallbacks`).
+- `unknown_tool`: a call to a name the row does not show (the tool's name without its first word,
+  as a model that drops a provider prefix writes it), refused with `call_errors.unknown_tool`.
+- `malformed`: the golden call as a hermes `<tool_call>` block missing its closing brace, refused
+  as the `astra_hermes` parser refuses invalid JSON (`call_errors.not_json`).
+
+The failed attempt's assistant turn carries `weight: 0` (OpenAI's fine-tuning convention, read by
+`data_synth.traj.sft_dataset.TrajSFTDataset`): the model sees the mistake and the error in context
+and learns the correction, not the mistake. Which rows, which call and which kind follow from
+`Recovery.seed` and the environment id only, so a rerun writes the same data.
+
 The parquet has the format `data_synth traj export` writes (`data_synth/traj/export_sft.py`):
-`messages`, `tools` (JSON text), plus `env_id` and `sft_version`; verl reads it with
-`data_synth.traj.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it). This is the
-laptop stand-in for trajectory synthesis: it needs no LLM, and it is what `make demo` fine-tunes
-the tiny model on before GRPO, so that the policy emits real tool calls.
+`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or "") and `sft_version`;
+verl reads it with `data_synth.traj.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it).
+This is the laptop stand-in for trajectory synthesis: it needs no LLM, and it is what `make demo`
+fine-tunes the tiny model on before GRPO, so that the policy emits real tool calls.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable
-from dataclasses import dataclass
+import random
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+import jsonschema
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field
 
 from astra_verl.sandbox import BatchJob, Module, Program, run_programs
+from astra_verl.strict import StrictModel
+from env_registry import call_errors
 from env_registry.export import tool_schemas
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo
 from env_registry.spec import EnvSpec, SubQuestion, tool_module
 from env_registry.store import EnvStore
 
-SFT_VERSION = 1
+SFT_VERSION = 2
+
+RecoveryKind = Literal["wrong_argument", "unknown_tool", "malformed"]
+RECOVERY_KINDS: tuple[RecoveryKind, ...] = ("wrong_argument", "unknown_tool", "malformed")
+
+Call = tuple[str, dict[str, Any]]  # (tool name, arguments)
 
 
 class GoldenSFTError(ValueError):
     """An environment has no golden call for a sub-question, or a golden call failed in the sandbox."""
 
 
+class Recovery(StrictModel):
+    """Which demonstrations show a failed call and its correction (see the module docstring)."""
+
+    section = "export-sft recovery"
+
+    share: float = Field(default=0.2, ge=0.0, le=1.0, description="share of rows with one failed attempt")
+    kinds: tuple[RecoveryKind, ...] = Field(default=RECOVERY_KINDS, min_length=1)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One failed attempt, shown right before the golden call `before` (its correction)."""
+
+    kind: RecoveryKind
+    before: int  # index into GoldenPlan.calls
+    message: dict[str, Any]  # the assistant turn as the model writes it
+    runs: Call | None = None  # wrong_argument: the call the sandbox runs (its error is the observation)
+    refusal: str = ""  # unknown_tool / malformed: the agent loop's tool message
+
+
 @dataclass(frozen=True)
 class GoldenPlan:
     row: dict[str, Any]
     env: EnvSpec
-    calls: list[tuple[str, dict[str, Any]]]  # (tool name, arguments) in dependency order
+    calls: list[Call]  # golden calls in dependency order
     tools: list[dict[str, Any]]  # the row's tool schemas, in prompt order
+    attempt: Attempt | None = None
+
+    @property
+    def shown(self) -> list[str]:
+        return [t["function"]["name"] for t in self.tools]
+
+    def sandbox_calls(self) -> list[Call]:
+        """What runs in the episode's session, in order: the golden calls, a wrong argument before its fix."""
+        calls = list(self.calls)
+        if self.attempt is not None and self.attempt.runs is not None:
+            calls.insert(self.attempt.before, self.attempt.runs)
+        return calls
+
+
+@dataclass
+class GoldenSummary:
+    rows: int = 0
+    recovery: Counter = field(default_factory=Counter)  # kind -> rows
+    fallbacks: Counter = field(default_factory=Counter)  # "wanted->given" -> rows
+
+    def describe(self) -> str:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.recovery.items())) or "none"
+        text = (
+            f"{self.rows} conversations, {sum(self.recovery.values())} with a failed call and its correction ({kinds})"
+        )
+        if self.fallbacks:
+            text += "; kinds replaced: " + ", ".join(f"{k} {n}" for k, n in sorted(self.fallbacks.items()))
+        return text
 
 
 def dependency_order(env: EnvSpec) -> list[SubQuestion]:
@@ -79,38 +160,180 @@ def plan_row(row: dict[str, Any], stores: dict[str, EnvStore]) -> GoldenPlan:
     return GoldenPlan(row, env, calls, tool_schemas(env, info.tools, store))
 
 
+# -- failed attempts ----------------------------------------------------------------------
+
+
+def _tool_call(index: int | str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"call_{index}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def misspell(value: str, rng: random.Random) -> str:
+    """`value` with two neighbouring letters swapped (a typo a model makes copying a name)."""
+    spots = [i for i in range(1, len(value) - 1) if value[i].isalpha() and value[i + 1].isalpha()]
+    spots = [i for i in spots if value[i].lower() != value[i + 1].lower()]
+    if not spots:
+        return value + value[-1:] if value else "?"
+    i = rng.choice(spots)
+    return value[:i] + value[i + 1] + value[i] + value[i + 2 :]
+
+
+def wrong_arguments(parameters: dict[str, Any], args: dict[str, Any], rng: random.Random) -> dict[str, Any] | None:
+    """`args` with one string misspelled such that the schema still holds (so the call reaches the tool,
+    as it would in the agent loop); None when no string argument allows that (an enum, a pattern)."""
+    validator = jsonschema.validators.validator_for(parameters)(parameters)
+    keys = sorted(k for k, v in args.items() if isinstance(v, str) and v)
+    rng.shuffle(keys)
+    for key in keys:
+        wrong = {**args, key: misspell(args[key], rng)}
+        if wrong[key] != args[key] and validator.is_valid(wrong):
+            return wrong
+    return None
+
+
+def wrong_name(name: str, shown: Sequence[str]) -> str:
+    """A name the row does not show: the tool's name without its first word, else with a suffix."""
+    head, sep, rest = name.partition("_")
+    for candidate in (rest if sep else "", f"{name}_tool", f"get_{name}"):
+        if candidate and candidate not in shown:
+            return candidate
+    raise GoldenSFTError(f"no unknown-tool name found for {name!r} among {list(shown)}")
+
+
+def malformed_block(name: str, args: dict[str, Any]) -> str:
+    """A call as the chat template renders it (hermes), less the closing brace of its object."""
+    return '<tool_call>\n{"name": "' + name + '", "arguments": ' + json.dumps(args) + "\n</tool_call>"
+
+
+def make_attempt(kind: RecoveryKind, plan: GoldenPlan, before: int, rng: random.Random) -> Attempt | None:
+    """The failed attempt of `kind` before golden call `before`; None when the call allows none of it."""
+    name, args = plan.calls[before]
+    if kind == "wrong_argument":
+        wrong = wrong_arguments(plan.env.tool(name).parameters, args, rng)
+        if wrong is None:
+            return None
+        message = {"role": "assistant", "content": "", "tool_calls": [_tool_call("failed", name, wrong)]}
+        return Attempt(kind, before, message, runs=(name, wrong))
+    if kind == "unknown_tool":
+        bad = wrong_name(name, plan.shown)
+        message = {"role": "assistant", "content": "", "tool_calls": [_tool_call("failed", bad, args)]}
+        return Attempt(kind, before, message, refusal=call_errors.unknown_tool(bad, plan.shown))
+    text = malformed_block(name, args)
+    raw = text[len("<tool_call>") : -len("</tool_call>")]
+    try:
+        json.loads(raw)
+    except ValueError as exc:
+        refusal = call_errors.refused("invalid_json", call_errors.not_json(exc))
+    else:  # pragma: no cover - a JSON object without its closing brace never parses
+        raise GoldenSFTError(f"malformed attempt {raw!r} parses as JSON")
+    return Attempt(kind, before, {"role": "assistant", "content": text}, refusal=refusal)
+
+
+def chosen_rows(plans: Sequence[GoldenPlan], recovery: Recovery) -> list[int]:
+    """Indices of the round(share * n) rows that get an attempt, ranked by a hash of seed and env id."""
+    count = round(recovery.share * len(plans))
+
+    def rank(i: int) -> str:
+        return hashlib.sha256(f"{recovery.seed}/{plans[i].env.id}/{i}".encode()).hexdigest()
+
+    return sorted(sorted(range(len(plans)), key=rank)[:count])
+
+
+def with_attempt(plan: GoldenPlan, kinds: Sequence[RecoveryKind], seed: int, summary: GoldenSummary) -> GoldenPlan:
+    """`plan` with the first kind of `kinds` its calls allow (a later kind is a counted fallback)."""
+    rng = random.Random(f"{seed}/{plan.env.id}")
+    before = rng.randrange(len(plan.calls))
+    for kind in kinds:
+        attempt = make_attempt(kind, plan, before, rng)
+        if attempt is not None:
+            if kind != kinds[0]:
+                summary.fallbacks[f"{kinds[0]}->{kind}"] += 1
+            return replace(plan, attempt=attempt)
+    raise GoldenSFTError(f"environment {plan.env.id}: none of the recovery kinds {list(kinds)} applies")
+
+
+# -- conversations ------------------------------------------------------------------------
+
+
 def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
-    """The SFT row of a plan, given the sandbox's `CallResult`s of its calls."""
+    """The SFT row of a plan, given the sandbox's `CallResult`s of `plan.sandbox_calls()`."""
+    outputs = list(outputs)
+    attempt = plan.attempt
+    failed = outputs.pop(attempt.before) if attempt is not None and attempt.runs is not None else None
     messages = [dict(m) for m in plan.row["prompt"]]
     for i, ((name, args), result) in enumerate(zip(plan.calls, outputs, strict=True)):
+        if attempt is not None and attempt.before == i:
+            messages += _attempt_messages(attempt, failed)
         if not result.ok:
             raise GoldenSFTError(
                 f"environment {plan.env.id}: golden call {name}({args}) failed in the sandbox: {result.message}"
             )
-        call = {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        call = _tool_call(i, name, args)
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "name": name, "content": result.text})
+        messages.append({"role": "tool", "tool_call_id": call["id"], "name": name, "content": result.text})
     messages.append({"role": "assistant", "content": plan.env.final_answer})
-    return {"messages": messages, "tools": json.dumps(plan.tools), "env_id": plan.env.id, "sft_version": SFT_VERSION}
+    return {
+        "messages": messages,
+        "tools": json.dumps(plan.tools),
+        "env_id": plan.env.id,
+        "recovery": attempt.kind if attempt is not None else "",
+        "sft_version": SFT_VERSION,
+    }
 
 
-def golden_rows(rl_parquet: str | Path, progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
-    """One golden SFT conversation per row of an exported RL parquet; tool outputs from the sandbox."""
-    stores: dict[str, EnvStore] = {}
-    plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
-    jobs = [
+def _attempt_messages(attempt: Attempt, failed: Any) -> list[dict[str, Any]]:
+    """The failed attempt (weight 0: not learned) and the tool message the agent loop answers it with."""
+    message = {**attempt.message, "weight": 0}
+    tool: dict[str, Any] = {"role": "tool", "content": attempt.refusal}
+    if "tool_calls" in message:
+        call = message["tool_calls"][0]
+        tool.update(tool_call_id=call["id"], name=call["function"]["name"])
+    if attempt.runs is not None:
+        tool["content"] = failed.text
+    return [message, tool]
+
+
+def _jobs(plans: Sequence[GoldenPlan]) -> list[BatchJob]:
+    return [
         BatchJob(
             Program(tuple(Module(name=tool_module(t.name, p.env.id), source=t.source) for t in p.env.tools)),
-            [(tool_module(name, p.env.id), name, args) for name, args in p.calls],
+            [(tool_module(name, p.env.id), name, args) for name, args in p.sandbox_calls()],
         )
         for p in plans
     ]
-    outputs = run_programs(jobs, progress=progress)
-    return [conversation(p, out) for p, out in zip(plans, outputs, strict=True)]
 
 
-def write_golden_sft(rl_parquet: str | Path, out: str | Path, progress=None) -> int:
-    rows = golden_rows(rl_parquet, progress=progress)
+def golden_rows(
+    rl_parquet: str | Path,
+    recovery: Recovery | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[dict[str, Any]], GoldenSummary]:
+    """One golden SFT conversation per row of an exported RL parquet; tool outputs from the sandbox."""
+    recovery = recovery or Recovery()
+    stores: dict[str, EnvStore] = {}
+    plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
+    summary = GoldenSummary(rows=len(plans))
+    for n, i in enumerate(chosen_rows(plans, recovery)):
+        start = n % len(recovery.kinds)  # the kinds in turn over the chosen rows
+        kinds = recovery.kinds[start:] + recovery.kinds[:start]
+        plans[i] = with_attempt(plans[i], kinds, recovery.seed, summary)
+    outputs = run_programs(_jobs(plans), progress=progress)
+    # a wrong argument the tool accepted is no failure: those rows take their next kind and run again
+    redo = [i for i, p in enumerate(plans) if p.attempt and p.attempt.runs and outputs[i][p.attempt.before].ok]
+    others = [k for k in recovery.kinds if k != "wrong_argument"]
+    for i in redo:
+        summary.fallbacks["wrong_argument->" + (others[0] if others else "none")] += 1
+        plain = replace(plans[i], attempt=None)
+        plans[i] = with_attempt(plain, others, recovery.seed, GoldenSummary()) if others else plain
+    for i, out in zip(redo, run_programs(_jobs([plans[i] for i in redo])) if redo else [], strict=True):
+        outputs[i] = out
+    summary.recovery.update(p.attempt.kind for p in plans if p.attempt is not None)
+    return [conversation(p, out) for p, out in zip(plans, outputs, strict=True)], summary
+
+
+def write_golden_sft(
+    rl_parquet: str | Path, out: str | Path, recovery: Recovery | None = None, progress=None
+) -> GoldenSummary:
+    rows, summary = golden_rows(rl_parquet, recovery, progress=progress)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), out)
-    return len(rows)
+    return summary

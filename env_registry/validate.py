@@ -463,8 +463,6 @@ def _rule_for(env: EnvSpec, tool: ToolSpec, expected: str) -> AnswerRule:
     return AnswerRule()
 
 
-
-
 def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
     """(tool index, golden-call index) of an issue `replay_env` reported for one call; None otherwise."""
     return issue.golden_call

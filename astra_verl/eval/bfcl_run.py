@@ -25,8 +25,6 @@ BFCL's and ASTRA's multi-turn tables.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -36,17 +34,15 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from astra_verl.eval import results
 from astra_verl.eval.bfcl_score import BfclVerdict, score_episode
+from astra_verl.eval.results import ResultsFileError  # noqa: F401  - re-exported: BFCL callers catch it here
 from astra_verl.rollout.call_log import EpisodeLog
 from env_registry.families import bfcl
 from env_registry.families.bfcl import CATEGORIES, CATEGORY_LABELS, BfclEntry, BfclTarget
 from env_registry.store import EnvStore
 
 RESULTS_VERSION = 1
-
-
-class ResultsFileError(ValueError):
-    """A results file line is not a results record (not a torn tail)."""
 
 
 # -- rows -------------------------------------------------------------------------------------
@@ -88,51 +84,11 @@ def prepare(
 # -- results file ---------------------------------------------------------------------------
 
 
-class ResultsFile:
-    """The resumable JSONL results of one evaluation run (see the module docstring)."""
+class ResultsFile(results.ResultsFile):
+    """The resumable JSONL results of one BFCL evaluation run (see the module docstring)."""
 
     def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.records: dict[str, dict[str, Any]] = {}
-        self._load()
-
-    def _load(self) -> None:
-        if not self.path.exists():
-            return
-        data = self.path.read_bytes()
-        good = 0
-        lines = data.split(b"\n")
-        for i, line in enumerate(lines):
-            if not line.strip():
-                good += len(line) + (1 if i < len(lines) - 1 else 0)
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                if i == len(lines) - 1:  # a torn last line: cut off on the next append
-                    break
-                raise ResultsFileError(f"{self.path}: line {i + 1} is not JSON (not a torn last line)") from None
-            if not isinstance(record, dict) or record.get("version") != RESULTS_VERSION or "id" not in record:
-                raise ResultsFileError(f"{self.path}: line {i + 1} is not a version-{RESULTS_VERSION} results record")
-            self.records[record["id"]] = record
-            good += len(line) + (1 if i < len(lines) - 1 else 0)
-        self._valid_bytes = good
-
-    def done(self, entry_id: str) -> bool:
-        return self.records.get(entry_id, {}).get("status") == "scored"
-
-    def append(self, record: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.exists() and self.path.stat().st_size > getattr(self, "_valid_bytes", 0):
-            with open(self.path, "r+b") as f:
-                f.truncate(self._valid_bytes)
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        with open(self.path, "ab") as f:
-            f.write(line)
-            f.flush()
-            os.fsync(f.fileno())
-        self._valid_bytes = getattr(self, "_valid_bytes", 0) + len(line)
-        self.records[record["id"]] = record
+        super().__init__(path, RESULTS_VERSION)
 
 
 def scored_record(

@@ -58,6 +58,7 @@ class CallStyle(str, Enum):
     PROMPT = "prompt"  # calls as <tool_call> blocks in the text (QwenFCHandler): astra_tool_agent
     FC = "fc"  # OpenAI function calling, one JSON argument string per call: the eval chat rollout
 
+
 # Imported once by each sandbox worker (`astra.sandbox.preload`): BFCL's checker and the API class
 # modules of the multi-turn categories. A session importing them itself pays 3-45 ms per episode.
 PRELOAD_MODULES = (

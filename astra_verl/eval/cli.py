@@ -1,4 +1,11 @@
-"""`python -m astra_verl.eval`: BFCL v4 multi-turn evaluation on astra-verl's stack.
+"""`python -m astra_verl.eval`: a policy on held-out astra environments; BFCL v4 multi-turn on astra-verl's stack.
+
+    # a checkpoint on exported environments, episodes as main_ppo's validation runs them (greedy)
+    python -m astra_verl.eval envs --data runs/envs/mix_none/val.parquet --model-path CKPT/huggingface
+    # ... sampled: 4 episodes per row at temperature 0.5
+    python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --temperature 0.5 --n 4
+    # ... served by vLLM (`vllm serve CKPT`): token prompts in, token ids out
+    python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --base-url http://localhost:8000/v1 --model CKPT
 
     # evaluate a served model (vLLM or any OpenAI-compatible endpoint with tool calling)
     python -m astra_verl.eval bfcl --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B
@@ -9,9 +16,11 @@
     # faithfulness: replay BFCL's ground truth through the adapter (and a broken variant)
     python -m astra_verl.eval bfcl-replay [--wrong] [--via agent-loop --model-dir DIR]
 
-Every command prints the per-category table of the ASTRA paper (Base, Miss Func, Miss Param,
-Long Context, Overall) and the failure causes. Runs are resumable: rerun the same command and
-only unscored entries run again.
+`envs` prints F1 (± standard error), solved rate, turns, calls, invalid and distractor rates, by
+domain, scenario type and hop count, and draws them (`<out>/envs.png`). The BFCL commands print
+the per-category table of the ASTRA paper (Base, Miss Func, Miss Param, Long Context, Overall)
+and the failure causes. Runs are resumable: rerun the same command and only unscored entries
+(episodes) run again.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +40,7 @@ from tqdm.auto import tqdm
 from astra_verl.eval import (
     bfcl_hook,  # noqa: F401  - registers the hook
     bfcl_replay,
+    envs_report,
 )
 from astra_verl.eval.bfcl_run import (
     RESULTS_VERSION,
@@ -42,8 +53,10 @@ from astra_verl.eval.bfcl_run import (
 )
 from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES, score_episode
 from astra_verl.eval.chat_rollout import ChatRollout
+from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
 from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.sandbox import SandboxConfig, SandboxPool
+from astra_verl.strict import SettingsError
 from data_synth.llm import LLMConfig, LLMUnavailable, build_client
 from env_registry.families.bfcl import CATEGORIES, build
 
@@ -80,6 +93,40 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m astra_verl.eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
+
+    envs = sub.add_parser(
+        "envs",
+        help="evaluate a checkpoint on exported astra environments (astra_tool_agent episodes, F1)",
+        description="Run every row of an `env_registry export-parquet` file through astra_tool_agent with a "
+        "local checkpoint served by the hf_cpu backend, score each episode with the config's reward manager "
+        "(astra_f1), and print the table by domain, scenario type and hop count. Greedy by default (what "
+        "main_ppo's validation runs); --temperature T --n K samples K episodes per row.",
+    )
+    envs.add_argument("--data", required=True, help="an export-parquet file (e.g. .../mix_none/val.parquet)")
+    envs.add_argument(
+        "--model-path",
+        required=True,
+        help="a Hugging Face checkpoint directory, served by hf_cpu (with --base-url: its tokenizer and template)",
+    )
+    envs.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint(s) serving the policy (vLLM)")
+    envs.add_argument("--model", default=None, help="with --base-url: the policy's name on the server")
+    envs.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
+    envs.add_argument("--out", default=None, help="run directory (default runs/eval_envs/<checkpoint>_<data>)")
+    envs.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
+    envs.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Hydra override of the trainer config (repeatable), e.g. data.max_response_length=1024",
+    )
+    envs.add_argument("--temperature", type=float, default=None, help="sample at T (default: val_kwargs, greedy)")
+    envs.add_argument("--top-p", type=float, default=None, help="default: val_kwargs.top_p")
+    envs.add_argument("--n", type=int, default=1, help="episodes per row (needs --temperature > 0 when > 1)")
+    envs.add_argument("--concurrency", type=int, default=8, help="episodes in flight, batched by the server")
+    envs.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    envs.add_argument("--seed", type=int, default=0, help="torch seed of the sampling (default 0)")
+    envs.add_argument("--label", default="", help="the policy's name in the table and plot")
 
     run = sub.add_parser("bfcl", help="evaluate an OpenAI-compatible endpoint on BFCL multi-turn")
     run.add_argument("--base-url", required=True, help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
@@ -310,7 +357,57 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"bfcl": cmd_bfcl, "bfcl-export": cmd_export, "bfcl-score": cmd_score, "bfcl-replay": cmd_replay}
+# -- envs ------------------------------------------------------------------------------------
+
+
+def cmd_envs(args: argparse.Namespace) -> int:
+    out = args.out or Path("runs") / "eval_envs" / f"{checkpoint_name(args.model_path)}_{Path(args.data).stem}"
+    try:
+        cfg = EnvEvalConfig(
+            data=Path(args.data),
+            model_path=args.model_path,
+            base_url=args.base_url,
+            model=args.model,
+            api_key_env=args.api_key_env,
+            out=Path(out),
+            recipe=args.recipe,
+            overrides=args.override,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            n=args.n,
+            concurrency=args.concurrency,
+            limit=args.limit,
+            seed=args.seed,
+            label=args.label,
+        )
+        t0 = time.perf_counter()
+        evaluation = EnvEvaluation(cfg)
+    except (SettingsError, EnvEvalError) as exc:
+        raise SystemExit(f"eval envs: {exc}") from None
+    print(
+        f"eval envs: {len(evaluation.rows)} rows x {cfg.n}, sampling {evaluation.params}; run dir {cfg.out}",
+        file=sys.stderr,
+    )
+    evaluation.run()
+    records = evaluation.records()
+    summary = envs_report.summarize(records)
+    title = f"{cfg.name} on {cfg.data.name} ({len(records)} episodes, T={evaluation.params['temperature']})"
+    table = envs_report.format_table(summary, title)
+    (cfg.out / "table.txt").write_text(table + "\n")
+    print(table)
+    print(
+        f"plot: {envs_report.plot(summary, title, cfg.out / 'envs.png')}; manifest: {write_manifest(cfg, evaluation, time.perf_counter() - t0)}"
+    )
+    return 0
+
+
+COMMANDS = {
+    "envs": cmd_envs,
+    "bfcl": cmd_bfcl,
+    "bfcl-export": cmd_export,
+    "bfcl-score": cmd_score,
+    "bfcl-replay": cmd_replay,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -350,6 +350,13 @@ class HFRolloutServer:
         if not self._updating:
             self._admit.set()
 
+    async def aclose(self) -> None:
+        """Stop the batching task (a server used in-process, e.g. by `eval envs`, outlives no event loop)."""
+        if self._scheduler is not None:
+            self._scheduler.cancel()
+            await asyncio.gather(self._scheduler, return_exceptions=True)
+            self._scheduler = None
+
     async def start_profile(self, **kwargs) -> None:
         return None
 

@@ -32,6 +32,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from env_registry import call_errors
+
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
 
 
@@ -139,12 +141,14 @@ class HermesCalls(ReportingParser):
     @staticmethod
     def _parse_block(raw: str) -> ParsedCall:
         def bad(kind: str, why: str, name: str | None = None) -> ParsedCall:
-            return ParsedCall(name=name, arguments=None, raw=raw, error_kind=kind, error=f"Malformed tool call: {why}.")
+            return ParsedCall(name=name, arguments=None, raw=raw, error_kind=kind, error=call_errors.malformed(why))
 
         try:
             obj = json.loads(raw)
         except ValueError as exc:
-            return bad("invalid_json", f"the block is not valid JSON ({exc})")
+            return ParsedCall(
+                name=None, arguments=None, raw=raw, error_kind="invalid_json", error=call_errors.not_json(exc)
+            )
         if not isinstance(obj, dict):
             return bad(
                 "not_an_object", f'expected a JSON object {{"name": ..., "arguments": {{...}}}}, got {_kind(obj)}'

@@ -30,6 +30,7 @@ from cachetools import LRUCache
 from jsonschema.exceptions import best_match
 
 from astra_verl.sandbox.protocol import Module, Program
+from env_registry import call_errors
 from env_registry.arguments import argument_validator
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget, tool_module
@@ -112,20 +113,16 @@ class Toolset:
             )
 
         if not call.ok:
-            return rejected(CallStatus.BAD_JSON, call.error_kind, f"Error ({call.error_kind}): {call.error}")
+            return rejected(CallStatus.BAD_JSON, call.error_kind, call_errors.refused(call.error_kind, call.error))
         if tool is None:
-            return rejected(
-                CallStatus.UNKNOWN_TOOL,
-                None,
-                f"Error (unknown_tool): there is no tool named {call.name!r}. Available tools: {', '.join(shown)}.",
-            )
+            return rejected(CallStatus.UNKNOWN_TOOL, None, call_errors.unknown_tool(call.name, shown))
         problem = tool.check(call.arguments)
         if problem is not None:
             keyword, why = problem
             return rejected(
                 CallStatus.SCHEMA_ERROR,
                 keyword,
-                f"Error (schema_error): arguments of {tool.name!r} do not match its parameters: {why}",
+                call_errors.refused("schema_error", f"arguments of {tool.name!r} do not match its parameters: {why}"),
             )
         opened = await session()
         t0 = time.perf_counter()

@@ -31,6 +31,12 @@ TransferQueue. The rules, in order:
    `filled_with_invalid_groups` in the step metrics say so); `on_exhausted: error` raises
    `BatchFillingExhausted`. Invalid groups stay in the store until the step's batch is taken
    only when `fill` may need them.
+
+The reward of the trained batch (verl's `critic/score/mean`) is not the policy's reward: the
+groups it dropped are mostly all-zero or all-one ones, so it sits nearer the middle. `metrics`
+therefore reports both, side by side: `astra/<metric>_all_groups/mean` over every rollout of
+every group this step generated (before anything is dropped; failed groups have no rewards) and
+`astra/<metric>_trained_groups/mean` over the groups the batch holds (carried-over ones included).
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ __all__ = [
     "Group",
     "group_std",
     "is_valid_group",
+    "reward_means",
 ]
 
 
@@ -138,6 +145,10 @@ class _Counts:
     discarded_surplus: int = 0
     filled_with_invalid: int = 0
     exhausted: int = 0
+    sampled_sum: float = 0.0  # rewards of every rollout of this step's judged groups
+    sampled_count: int = 0
+    trained_sum: float = 0.0  # rewards of every rollout of the selected groups
+    trained_count: int = 0
 
 
 @dataclass
@@ -186,12 +197,12 @@ class BatchFiller:
             elif is_valid_group(g.rewards, cfg.delta):
                 valid.append(g)
                 if new and this_step:
-                    self.counts.judged += 1
+                    self._judged(g)
                     self.counts.valid += 1
             else:
                 invalid.append(g)
                 if new and this_step:
-                    self.counts.judged += 1
+                    self._judged(g)
                     self.counts.invalid += 1
                     self._credit += cfg.refill_factor
         if cfg.on_exhausted == "error":
@@ -215,9 +226,16 @@ class BatchFiller:
             return FillPlan(drop=frozenset(drop))  # wait for what is generating
         return self._exhausted(valid, invalid, drop)
 
+    def _judged(self, group: Group) -> None:
+        self.counts.judged += 1
+        self.counts.sampled_sum += sum(group.rewards)
+        self.counts.sampled_count += len(group.rewards)
+
     def _take(self, valid: list[Group], invalid: list[Group], drop: set[str]) -> FillPlan:
         batch, surplus = valid[: self.batch_size], valid[self.batch_size :]
         self.counts.carried_in += sum(1 for g in batch if g.step < self.step)
+        self.counts.trained_sum += sum(sum(g.rewards) for g in batch)
+        self.counts.trained_count += sum(len(g.rewards) for g in batch)
         drop.update(g.uid for g in invalid)
         if self.config.carry_over:
             self.counts.carried_out += len(surplus)
@@ -267,4 +285,18 @@ class BatchFiller:
         }
         if c.judged:
             out["valid_rate"] = c.valid / c.judged
-        return {f"{prefix}/{k}": float(v) for k, v in out.items()}
+        metrics = {f"{prefix}/{k}": float(v) for k, v in out.items()}
+        metrics.update(reward_means(self.config.metric, c.sampled_sum, c.sampled_count, c.trained_sum, c.trained_count))
+        return metrics
+
+
+def reward_means(
+    metric: str, all_sum: float, all_count: int, trained_sum: float, trained_count: int
+) -> dict[str, float]:
+    """`astra/<metric>_all_groups/mean` (every rollout generated) and `..._trained_groups/mean` (the batch)."""
+    out = {}
+    if all_count:
+        out[f"astra/{metric}_all_groups/mean"] = all_sum / all_count
+    if trained_count:
+        out[f"astra/{metric}_trained_groups/mean"] = trained_sum / trained_count
+    return out

@@ -14,7 +14,9 @@ the trainer takes a user class in its place through
   class only applies its plans to TransferQueue: drop groups, dispatch prompts through the
   trainer's `refill_fn`, wait, take the batch), carrying surplus groups over when configured;
 - returns the episode metrics of the batch it hands out (`metrics.episode_metrics` over each
-  trajectory's `reward_extra_info`) with the filling counts. `sample`'s metrics are the one
+  trajectory's `reward_extra_info`) with the filling counts, and the mean reward of every group
+  sampled beside that of the trained groups (`astra/reward_all_groups/mean`,
+  `astra/reward_trained_groups/mean`: equal without batch filling). `sample`'s metrics are the one
   channel from a sampler into verl's logged step metrics (`PPOTrainer._step_once`).
 
 Validation batches, and training batches with `batch_filling.enable: false`, are sampled by
@@ -46,7 +48,7 @@ from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, Repla
 from verl.utils.skip import SkipManager
 
 from astra_verl.strict import StrictModel
-from astra_verl.training.batch_filling import BatchFiller, BatchFillingConfig, Group
+from astra_verl.training.batch_filling import BatchFiller, BatchFillingConfig, Group, reward_means
 from astra_verl.training.metrics import episode_metrics
 
 __all__ = ["AstraReplayBuffer", "final_keys"]
@@ -135,7 +137,7 @@ class AstraReplayBuffer(ReplayBuffer):
         else:
             batch, metrics = self._sample_filled(global_steps, partition_id, batch_size)
         if partition_id != "val":
-            metrics.update(self._episode_metrics(batch))
+            metrics.update(self._episode_metrics(batch, with_rewards=not self.filling.enable))
         return batch, metrics
 
     # -- batch filling ------------------------------------------------------------------
@@ -207,12 +209,18 @@ class AstraReplayBuffer(ReplayBuffer):
         return {uid: tuple(v) for uid, v in by_uid.items()}
 
     # -- metrics ------------------------------------------------------------------------
-    def _episode_metrics(self, batch) -> dict[str, float]:
+    def _episode_metrics(self, batch, with_rewards: bool) -> dict[str, float]:
+        """Episode metrics of the batch; `with_rewards`: also its reward means (the batch is every group)."""
         keys = final_keys(k for k, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding"))
         if not keys:
             return {}
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        return episode_metrics([_reward_extra_info(v) for v in list(data["extra_fields"])])
+        fields = ["extra_fields", "rm_scores"] if with_rewards else ["extra_fields"]
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
+        metrics = episode_metrics([_reward_extra_info(v) for v in list(data["extra_fields"])])
+        if with_rewards:
+            total = sum(float(v.sum().item()) for v in list(data["rm_scores"]))
+            metrics.update(reward_means(FILTER_GROUPS_REWARD_METRIC, total, len(keys), total, len(keys)))
+        return metrics
 
 
 def _reward_extra_info(extra_fields: Any) -> Mapping[str, Any]:

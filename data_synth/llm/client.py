@@ -41,7 +41,14 @@ from pydantic import BaseModel, ValidationError
 
 from data_synth.llm.cache import ResponseCache, cache_key
 from data_synth.llm.extract import ReplyError, extract_json
-from data_synth.llm.types import Completion, LLMOutputError, LLMUnavailable, StepUsage, TransientError
+from data_synth.llm.types import (
+    Completion,
+    LLMOutputError,
+    LLMUnavailable,
+    StepUsage,
+    TokenCompletion,
+    TransientError,
+)
 
 T = TypeVar("T")
 
@@ -60,7 +67,8 @@ class Backend(Protocol):
 
     async def send(self, payload: dict[str, Any], *, step: str) -> tuple[dict[str, Any], str | None]:
         """Return (chat.completion body, label of the endpoint that answered). Raise
-        `TransientError` for what is worth retrying and `LLMUnavailable` for what is not."""
+        `TransientError` for what is worth retrying and `LLMUnavailable` for what is not.
+        A backend that also serves token prompts (`complete_tokens`) takes `route="completions"`."""
 
     async def aclose(self) -> None: ...
 
@@ -110,6 +118,23 @@ def _validation_summary(e: ValidationError, limit: int = 4) -> str:
         parts.append(f"{loc}: {err.get('msg')}")
     more = len(e.errors()) - limit
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """A kind of request: how it is sent (the backend's route) and how its answer is read."""
+
+    route: str | None  # None: the backend's default (chat completions), as every backend serves it
+    parse: Callable[..., Any]
+
+    async def send(self, backend: Backend, payload: dict[str, Any], step: str) -> tuple[dict[str, Any], str | None]:
+        if self.route is None:
+            return await backend.send(payload, step=step)
+        return await backend.send(payload, step=step, route=self.route)  # type: ignore[call-arg]
+
+
+_CHAT = _Kind(None, Completion.from_response)
+_TOKENS = _Kind("completions", TokenCompletion.from_response)
 
 
 class LLMClient:
@@ -191,19 +216,35 @@ class LLMClient:
     ) -> Completion:
         """One chat completion. `sample` distinguishes repeated samples of the same prompt."""
         payload = self.request(messages, tools=tools, tool_choice=tool_choice, **params)
+        return await self._answer(payload, step, sample, use_cache, _CHAT)
+
+    async def complete_tokens(
+        self, prompt_ids: list[int], *, step: str, sample: int = 0, use_cache: bool = True, **params: Any
+    ) -> TokenCompletion:
+        """One completion of a token prompt (`/completions`: token ids in, the sampled token ids out), for
+        a policy a token-level agent loop drives. `params`: the server's sampling fields (`max_tokens`,
+        `temperature`, `top_p`, vLLM's `top_k`, `stop_token_ids`, `seed` ...)."""
+        payload: dict[str, Any] = {"model": self.model, "prompt": list(prompt_ids)}
+        payload.update(self.defaults)
+        payload.update({k: v for k, v in params.items() if v is not None})
+        payload["return_token_ids"] = True
+        return await self._answer(payload, step, sample, use_cache, _TOKENS)
+
+    async def _answer(self, payload: dict[str, Any], step: str, sample: int, use_cache: bool, kind: _Kind) -> Any:
+        """From the cache, a request in flight with the same key, or a new request."""
         if self.cache is None or not use_cache:
-            return await self._fetch(payload, step, None)
+            return await self._fetch(payload, step, None, kind)
         key = cache_key(payload, sample)
         body = self.cache.get(key)
         if body is not None:
             try:
-                return self._shared(Completion.from_response(body, endpoint=None, cached=True, latency_s=0.0), step)
+                return self._shared(kind.parse(body, endpoint=None, cached=True, latency_s=0.0), step)
             except ValueError:
                 pass  # an entry this version cannot read: ask again (the new answer is not stored over it)
         flight = self._flights.get(key)
         if flight is not None and not flight.task.done():
             return self._shared(await flight.join(), step)
-        flight = self._flights[key] = _Flight(asyncio.ensure_future(self._fetch(payload, step, key)))
+        flight = self._flights[key] = _Flight(asyncio.ensure_future(self._fetch(payload, step, key, kind)))
 
         def landed(_: asyncio.Future) -> None:
             if self._flights.get(key) is flight:
@@ -212,7 +253,7 @@ class LLMClient:
         flight.task.add_done_callback(landed)
         return await flight.join()
 
-    def _shared(self, completion: Completion, step: str) -> Completion:
+    def _shared(self, completion: Any, step: str) -> Any:
         """A completion this caller got without a request (cache hit or joined flight)."""
         self._count(
             step,
@@ -223,7 +264,7 @@ class LLMClient:
         )
         return completion.model_copy(update={"cached": True, "latency_s": 0.0})
 
-    async def _fetch(self, payload: dict[str, Any], step: str, key: str | None) -> Completion:
+    async def _fetch(self, payload: dict[str, Any], step: str, key: str | None, kind: _Kind) -> Any:
         """Send `payload` with retries; store the answer under `key` when given."""
         last_error = "no attempt made"
         for attempt in range(self.max_retries + 1):
@@ -233,10 +274,8 @@ class LLMClient:
             try:
                 async with self._slots:
                     self._count(step, requests=1)
-                    body, endpoint = await self.backend.send(payload, step=step)
-                completion = Completion.from_response(
-                    body, endpoint=endpoint, cached=False, latency_s=time.monotonic() - t0
-                )
+                    body, endpoint = await kind.send(self.backend, payload, step)
+                completion = kind.parse(body, endpoint=endpoint, cached=False, latency_s=time.monotonic() - t0)
             except TransientError as e:
                 last_error = str(e)
                 if attempt < self.max_retries:

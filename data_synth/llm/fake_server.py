@@ -1,7 +1,7 @@
 """A loopback OpenAI-compatible server with scripted behaviour: test and benchmark scaffolding.
 
-It answers `POST /v1/chat/completions` through a handler `(payload, n) -> FakeReply`, `n`
-counting requests from 0, so a test can make request 0 time out, request 1 get a 429 with
+It answers `POST /v1/chat/completions` (and `/v1/completions`, token prompts: the payload has
+`prompt`) through a handler `(payload, n) -> FakeReply`, `n` counting requests from 0, so a test can make request 0 time out, request 1 get a 429 with
 Retry-After and request 2 succeed. Nothing here talks to a model.
 
     server = FakeOpenAIServer(handler)
@@ -81,6 +81,7 @@ class FakeOpenAIServer:
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_post("/v1/completions", self._chat)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)

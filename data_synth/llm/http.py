@@ -98,7 +98,8 @@ TRANSPORTS = ("aiohttp", "httpx")
 
 
 class HTTPBackend:
-    """`send(payload)` POSTs to `<base_url>/chat/completions` of a pooled endpoint.
+    """`send(payload)` POSTs to `<base_url>/chat/completions` of a pooled endpoint (`route="completions"`:
+    to `<base_url>/completions`).
 
     `transport`: "aiohttp" (default) or "httpx". Both speak the same protocol; aiohttp is the
     default because httpx's async connection pool falls far behind under concurrency
@@ -132,9 +133,12 @@ class HTTPBackend:
         self.max_connections = max_connections
         self._session: Any = None  # created in the running loop on first use
 
-    async def send(self, payload: dict[str, Any], *, step: str) -> tuple[dict[str, Any], str]:
+    async def send(
+        self, payload: dict[str, Any], *, step: str, route: str = "chat/completions"
+    ) -> tuple[dict[str, Any], str]:
+        """POST `payload` to `<base_url>/<route>` (`completions` for token prompts) of a pooled endpoint."""
         ep = self.pool.acquire()
-        url = f"{ep.base_url}/chat/completions"
+        url = f"{ep.base_url}/{route}"
         try:
             status, retry_after, text = await self._post(url, json.dumps(payload, ensure_ascii=False).encode())
             body = _classify(url, status, retry_after, text)

@@ -140,6 +140,49 @@ class Completion(BaseModel):
         return msg
 
 
+class TokenCompletion(BaseModel):
+    """One completion of a token prompt: OpenAI's `/completions` with the prompt as token ids and the
+    generated token ids returned (vLLM: `return_token_ids`), how a policy is served to a token-level
+    agent loop."""
+
+    token_ids: list[int]
+    text: str = ""
+    finish_reason: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    endpoint: str | None = None
+    cached: bool = False
+    latency_s: float = 0.0
+
+    @classmethod
+    def from_response(
+        cls, body: dict[str, Any], *, endpoint: str | None, cached: bool, latency_s: float
+    ) -> TokenCompletion:
+        """Parse a `text_completion` body; a server that returns no token ids cannot serve a token-level
+        loop (re-encoding its text would not give the tokens it sampled): `LLMUnavailable`, not retried."""
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise ValueError("response has no choices")
+        ids = choices[0].get("token_ids")
+        if not isinstance(ids, list) or not all(isinstance(t, int) for t in ids):
+            raise LLMUnavailable(
+                f"{endpoint or 'the server'}: its completion carries no `token_ids`; serve the policy with a server "
+                "that returns them (vLLM >= 0.10.2 with `return_token_ids`)"
+            )
+        usage = body.get("usage") if isinstance(body.get("usage"), dict) else {}
+        return cls(
+            token_ids=ids,
+            text=str(choices[0].get("text") or ""),
+            finish_reason=choices[0].get("finish_reason"),
+            usage=Usage(
+                prompt_tokens=int(usage.get("prompt_tokens") or 0),
+                completion_tokens=int(usage.get("completion_tokens") or 0),
+            ),
+            endpoint=endpoint,
+            cached=cached,
+            latency_s=latency_s,
+        )
+
+
 class StepUsage(BaseModel):
     """Counters of one step (or one record): what was asked, answered, cached, retried."""
 

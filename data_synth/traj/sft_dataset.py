@@ -15,12 +15,18 @@ Rows with parallel tool calls (several `tool` messages in a row) meet a verl lim
 Qwen-style templates, which group consecutive tool results into one turn while verl tokenizes
 turn by turn: verl's sanity check then fails unless `data.ignore_input_ids_mismatch=True`.
 `export --parallel-calls drop` leaves such rows out instead.
+
+An assistant message with `weight: 0` (OpenAI's fine-tuning convention) is context, not a target:
+its tokens get loss mask 0. The golden demonstrations mark a deliberately failed call so
+(`env_registry.golden_sft`): the model learns to correct it, not to make it. A weight other than
+0, 1 or absent is an error naming the row and the message.
 """
 
 from __future__ import annotations
 
 import json
 
+import torch
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 
 
@@ -29,3 +35,16 @@ class TrajSFTDataset(MultiTurnSFTDataset):
         super()._read_files_and_process()
         if self.tools is not None:
             self.tools = [json.loads(t) if isinstance(t, str) else t for t in self.tools]
+
+    def _process_single_message(self, index, message, full_message, tools=None, enable_thinking=None):
+        input_ids, loss_mask, attention_mask, inputs = super()._process_single_message(
+            index, message, full_message, tools=tools, enable_thinking=enable_thinking
+        )
+        weight = message.get("weight")
+        if weight not in (None, 0, 1):
+            raise ValueError(
+                f"SFT message {index} ({message.get('role')}) has weight {weight!r}; use 0 (context only) or 1"
+            )
+        if weight == 0:
+            loss_mask = torch.zeros_like(loss_mask)
+        return input_ids, loss_mask, attention_mask, inputs

@@ -58,6 +58,23 @@ def test_invalid_groups_earn_refills_and_are_dropped_when_the_batch_is_taken():
     assert m["astra/batch_filling/valid_rate"] == pytest.approx(5 / 7)
 
 
+def test_the_reward_of_all_sampled_groups_is_reported_beside_the_trained_groups_reward():
+    f = BatchFiller(BatchFillingConfig(max_inflight_batches=2.0), batch_size=2, step=2)
+    carried = groups("c", VALID, step=1)  # judged in step 1: trains now, but was sampled then
+    snap = carried + groups("v", (0.0, 1.0, 1.0, 1.0), step=2)
+    snap += groups("z", (0.0,) * 4, step=2, count=2) + groups("o", (1.0,) * 4, step=2)
+    plan = f.plan(snap, inflight=0)
+    assert plan.select == ("c0", "v0")
+    m = f.metrics()
+    # every rollout this step generated, the dropped all-zero and all-one groups included
+    assert m["astra/reward_all_groups/mean"] == pytest.approx((0.75 + 0 + 0 + 1) / 4)
+    # what the batch trains on (verl's critic/score/mean): the groups batch filling kept
+    assert m["astra/reward_trained_groups/mean"] == pytest.approx((0.625 + 0.75) / 2)
+    named = BatchFiller(BatchFillingConfig(metric="f1"), batch_size=1, step=1)
+    named.plan(groups("v", VALID), inflight=0)
+    assert set(named.metrics()) >= {"astra/f1_all_groups/mean", "astra/f1_trained_groups/mean"}
+
+
 def test_surplus_carries_over_oldest_first_and_expires_after_max_carry_steps():
     cfg = BatchFillingConfig(carry_over=True, max_carry_steps=1)
     step1 = BatchFiller(cfg, batch_size=2, step=1)

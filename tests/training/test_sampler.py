@@ -132,6 +132,9 @@ def test_filled_batches_carry_over_and_report_metrics_through_verls_hook(tq):
     m = {k.removeprefix("astra/batch_filling/"): v for k, v in metrics.items() if "batch_filling" in k}
     assert (m["valid_groups"], m["invalid_groups"], m["failed_groups"], m["dispatched_prompts"]) == (6, 2, 1, 4)
     assert m["carried_out_groups"] == 2
+    # the policy's reward (every group sampled, 6 valid + near-flat + flat) beside the batch's
+    assert metrics["astra/reward_all_groups/mean"] == pytest.approx((6 * 0.625 + 0.7875 + 0.8) / 8)
+    assert metrics["astra/reward_trained_groups/mean"] == pytest.approx(0.625)
     # episode metrics of the trained batch reach the step metrics
     assert metrics["astra/turns/mean"] == 4.0 and metrics["astra/invalid_call_rate"] == pytest.approx(1 / 3)
     assert metrics["astra/episodes"] == B * 4

@@ -1,0 +1,378 @@
+"""`python -m astra_verl.eval envs`: a policy on exported astra environments, scored as verl validates.
+
+The episode is `astra_tool_agent` itself, built the way verl's agent-loop worker builds it (from
+the composed `main_ppo` config of a recipe), so the parser, the per-sample tools, the sandbox,
+the hooks and every limit are the training run's; the reward is the config's reward manager
+(`astra_f1` by default) scoring the loop's episode log. Only the token server differs:
+
+- a local checkpoint (`--model-path`) is served by the `hf_cpu` backend's own server
+  (`astra_verl.platform.hf_rollout.HFRolloutServer`, in this process, loaded with the checkpoint's
+  weights), which batches the concurrent episodes' requests;
+- with `--base-url URL --model NAME` an OpenAI-compatible endpoint serving that checkpoint answers
+  instead (`endpoint.EndpointServer`: token prompts in, token ids out, through the LLM client);
+  `--model-path` then gives the tokenizer and chat template the loop renders with.
+
+Sampling: by default the config's validation settings (`rollout.val_kwargs`: greedy), i.e. what
+`trainer.val_before_train` runs; `--temperature T --n K` samples K episodes per row. The sampling
+parameters are built as verl's agent-loop worker builds them.
+
+Results (`<out>/results.jsonl`, resumable: a rerun runs only what is not scored yet; see
+`astra_verl.eval.results`): one `EnvEpisode` per (row, sample) with the reward, its counts, the
+row's domain, scenario type and hop count, how the episode ended, and the decoded response.
+`envs_report` turns them into the table and the plot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import pandas as pd
+import torch
+from omegaconf import DictConfig, OmegaConf
+from pydantic import Field, model_validator
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoTokenizer
+from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
+from verl.utils.ray_utils import get_event_loop
+from verl.workers.rollout.replica import RolloutMode
+
+from astra_verl.eval.endpoint import EndpointServer
+from astra_verl.eval.results import ResultsFile
+from astra_verl.platform.hf_rollout import HFRolloutServer
+from astra_verl.reward.managers import AstraRewardManager
+from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.rollout.context import RolloutContext
+from astra_verl.rollout.testing import compose_trainer_config, make_loop
+from astra_verl.strict import StrictModel
+from data_synth.llm import LLMConfig, build_client
+from env_registry.rows import RowInfo
+from env_registry.shape import shape_of
+from env_registry.store import EnvStore
+
+RESULTS_VERSION = 1
+RECORD_VERSION = 1
+
+
+class EnvEvalError(ValueError):
+    """The evaluation cannot run as asked (bad data, settings that contradict each other)."""
+
+
+class EnvEvalConfig(StrictModel):
+    """One `eval envs` run."""
+
+    section = "eval envs"
+
+    data: Path
+    out: Path
+    model_path: str  # a local checkpoint (HF format): served by hf_cpu's server, or its tokenizer for an endpoint
+    base_url: str | None = None  # an OpenAI-compatible endpoint (comma-separated: a pool) serving the policy
+    model: str | None = None  # the endpoint's name of the policy
+    api_key_env: str = "OPENAI_API_KEY"  # variable holding the endpoint's key (unset: none)
+    recipe: str = "astra_cpu"
+    overrides: list[str] = Field(default_factory=list)
+    temperature: float | None = Field(default=None, ge=0)  # None: the config's val_kwargs (greedy)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = None
+    n: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=8, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    seed: int = 0
+    label: str = ""  # a name for the policy in tables and plots (default: the model's)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EnvEvalConfig:
+        if self.n > 1 and not self.temperature:
+            raise ValueError("--n > 1 needs --temperature > 0: greedy decoding repeats one episode")
+        if (self.base_url is None) != (self.model is None):
+            raise ValueError("an endpoint needs both --base-url and --model (the name the server gives the policy)")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.label or checkpoint_name(self.model_path)
+
+
+def checkpoint_name(path: str) -> str:
+    """A checkpoint's short name: verl's `<run>/global_step_N/huggingface` is `global_step_N`."""
+    p = Path(path)
+    return p.parent.name if p.name == "huggingface" else p.name
+
+
+class EnvEpisode(StrictModel):
+    """One scored episode (a line of the results file)."""
+
+    section = "eval envs results record"
+
+    version: Literal[1] = RECORD_VERSION
+    id: str  # "<row>:<sample>"
+    status: Literal["scored"] = "scored"
+    policy: str
+    env_id: str
+    row: int
+    sample: int
+    data_source: str
+    domain: str
+    scenario_type: str
+    hops: int
+    temperature: float
+    reward: float
+    f1: float
+    precision: float
+    recall: float
+    solved: int
+    n: int
+    calls: int
+    invalid_calls: int
+    distractor_calls: int
+    tool_errors: int
+    turns: int
+    final_answer_correct: bool
+    terminated_by: str
+    response: str  # the decoded response (tool observations included), as verl's validation dumps it
+    response_sha: str
+    elapsed_s: float
+
+
+# -- rows --------------------------------------------------------------------------------------
+
+
+def load_rows(path: Path, limit: int | None) -> list[dict[str, Any]]:
+    if not path.exists():
+        raise EnvEvalError(f"--data {path}: no such file (an `env_registry export-parquet` train/val parquet)")
+    rows = pd.read_parquet(path).to_dict("records")
+    if not rows:
+        raise EnvEvalError(f"--data {path}: the file has no rows")
+    for i, row in enumerate(rows):
+        missing = {"prompt", "extra_info", "reward_model", "data_source"} - set(row)
+        if missing:
+            raise EnvEvalError(f"--data {path}: row {i} lacks {sorted(missing)}; export it with env_registry")
+        RowInfo.from_extra_info(row["extra_info"])  # raises RowError naming the problem
+    return rows[:limit] if limit else rows
+
+
+def episode_kwargs(row: dict[str, Any]) -> dict[str, Any]:
+    """The dataset fields verl's agent-loop worker passes to `AgentLoopBase.run` (RLHFDataset's row)."""
+    extra = dict(row["extra_info"])
+    prompt = row["prompt"]
+    return {
+        "raw_prompt": [dict(m) for m in (prompt.tolist() if hasattr(prompt, "tolist") else prompt)],
+        "extra_info": extra,
+        "reward_model": row["reward_model"],
+        "data_source": row["data_source"],
+        "index": extra.get("index", 0),
+        "tools_kwargs": extra.get("tools_kwargs") or {},
+        "interaction_kwargs": extra.get("interaction_kwargs") or {},
+    }
+
+
+def row_facts(row: dict[str, Any], stores: dict[str, EnvStore]) -> dict[str, Any]:
+    """Domain, scenario type and hop count of a row's environment (from its store)."""
+    info = RowInfo.from_extra_info(row["extra_info"])
+    store = stores.setdefault(info.store, EnvStore.open(info.store))
+    env = store.get(info.env_id)
+    return {
+        "env_id": env.id,
+        "domain": env.domain,
+        "scenario_type": env.scenario_type.value,
+        "hops": shape_of(env).hops,
+    }
+
+
+# -- the policy's server ----------------------------------------------------------------------
+
+
+def trainer_config(cfg: EnvEvalConfig) -> DictConfig:
+    """The composed `main_ppo` config the episodes run under: the recipe, the data, the policy, overrides."""
+    base = [f"+recipe={cfg.recipe}", f"data.val_files={cfg.data.resolve()}"]
+    try:
+        config = compose_trainer_config(cfg.model_path, [*base, *cfg.overrides])
+    except Exception as exc:  # noqa: BLE001 - Hydra's errors name the bad override; say where it came from
+        raise EnvEvalError(f"composing +recipe={cfg.recipe} with {cfg.overrides}: {exc}") from exc
+    config.actor_rollout_ref.rollout.name = "hf_cpu"  # the backend serving it here (the harness presets vllm)
+    return config
+
+
+def local_server(config: DictConfig) -> HFRolloutServer:
+    """The `hf_cpu` rollout server of the training runs, in this process, holding the checkpoint's weights."""
+
+    def section(node: DictConfig) -> DictConfig:
+        return OmegaConf.create(OmegaConf.to_container(node, resolve=True))
+
+    rollout = section(config.actor_rollout_ref.rollout)
+    rollout.load_format = "auto"  # the trainer would sync its weights into a dummy model; here they are loaded
+    return HFRolloutServer(rollout, section(config.actor_rollout_ref.model), RolloutMode.STANDALONE, replica_rank=0)
+
+
+def endpoint_server(cfg: EnvEvalConfig, config: DictConfig) -> EndpointServer:
+    """The policy behind `cfg.base_url`, asked through the LLM client with the rollout's token budgets."""
+    llm = LLMConfig(
+        base_urls=[u.strip() for u in (cfg.base_url or "").split(",") if u.strip()],
+        model=cfg.model,
+        api_key_env=cfg.api_key_env,
+        max_concurrency=cfg.concurrency,
+        cache=False,
+    )
+    rollout = config.actor_rollout_ref.rollout
+    return EndpointServer(
+        build_client(llm), prompt_length=int(rollout.prompt_length), response_length=int(rollout.response_length)
+    )
+
+
+def sampling_params(config: DictConfig, cfg: EnvEvalConfig) -> dict[str, Any]:
+    """verl's agent-loop worker's sampling params (v1 `AgentLoopWorkerTQ.generate_sequences`), validation
+    settings by default, the run's temperature / top_p / top_k where given."""
+    rollout = config.actor_rollout_ref.rollout
+    val = rollout.val_kwargs
+    return {
+        "temperature": val.temperature if cfg.temperature is None else cfg.temperature,
+        "top_p": val.top_p if cfg.top_p is None else cfg.top_p,
+        "top_k": val.top_k if cfg.top_k is None else cfg.top_k,
+        "repetition_penalty": 1.0,
+        "logprobs": rollout.calculate_log_probs,
+    }
+
+
+def reward_manager(config: DictConfig, tokenizer: Any) -> AstraRewardManager:
+    name = config.reward.reward_manager.name
+    cls = REWARD_MANAGER.get(name)
+    if cls is None or not issubclass(cls, AstraRewardManager):
+        raise EnvEvalError(
+            f"reward.reward_manager.name={name!r}: `eval envs` scores astra environments with an astra reward "
+            "manager (astra_f1, astra_recall, astra_precision); BFCL rows: `python -m astra_verl.eval bfcl`"
+        )
+    return cls(config, tokenizer, compute_score=None)
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+class EnvEvaluation:
+    """The episodes of one run: `run()` evaluates every (row, sample) not yet in the results file."""
+
+    def __init__(self, cfg: EnvEvalConfig, *, server: Any = None, progress: bool = True):
+        self.cfg = cfg
+        self.config = trainer_config(cfg)
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model_path)
+        # verl's worker hands the loop the checkpoint's model_type: it picks the multi-turn token builder
+        self.model_type = AutoConfig.from_pretrained(cfg.model_path).model_type
+        self.rows = load_rows(cfg.data, cfg.limit)
+        stores: dict[str, EnvStore] = {}
+        self.facts = [row_facts(r, stores) for r in self.rows]
+        self.params = sampling_params(self.config, cfg)
+        self.reward = reward_manager(self.config, self.tokenizer)
+        self.results = ResultsFile(cfg.out / "results.jsonl", RESULTS_VERSION)
+        self.server = server
+        self.context = RolloutContext()  # this run's sandbox pool and tool caches, as a verl worker's
+        self.progress = progress
+
+    def todo(self) -> list[tuple[int, int]]:
+        return [(i, k) for i in range(len(self.rows)) for k in range(self.cfg.n) if not self.results.done(f"{i}:{k}")]
+
+    def _server(self) -> Any:
+        if self.server is None:
+            self.server = endpoint_server(self.cfg, self.config) if self.cfg.base_url else local_server(self.config)
+        return self.server
+
+    async def episode(self, i: int, k: int) -> EnvEpisode:
+        row, facts = self.rows[i], self.facts[i]
+        t0 = time.perf_counter()
+        loop = make_loop(
+            self.config, self._server(), self.tokenizer, hf_model_type=self.model_type, context=self.context
+        )
+        out = await loop.run(dict(self.params), **episode_kwargs(row))
+        scored = self.reward.score(
+            {
+                "reward_model": row["reward_model"],
+                "tool_extra_fields": out.extra_fields,
+                "data_source": row["data_source"],
+            }
+        )
+        info = scored["reward_extra_info"]
+        log = EpisodeLog.from_extra_fields(out.extra_fields)
+        response = self.tokenizer.decode(out.response_ids, skip_special_tokens=True)
+        return EnvEpisode(
+            id=f"{i}:{k}",
+            policy=self.cfg.name,
+            row=i,
+            sample=k,
+            data_source=row["data_source"],
+            temperature=float(self.params["temperature"]),
+            reward=float(scored["reward_score"]),
+            f1=info["f1"],
+            precision=info["precision"],
+            recall=info["recall"],
+            solved=int(info["solved"]),
+            n=int(info["n"]),
+            calls=int(info["calls"]),
+            invalid_calls=int(info["invalid_calls"]),
+            distractor_calls=int(info["distractor_calls"]),
+            tool_errors=int(info["tool_errors"]),
+            turns=int(info["turns"]),
+            final_answer_correct=bool(info["final_answer_correct"]),
+            terminated_by=log.terminated_by.value if log.terminated_by else "",
+            response=response,
+            response_sha=hashlib.sha256(response.encode()).hexdigest()[:16],
+            elapsed_s=round(time.perf_counter() - t0, 3),
+            **facts,
+        )
+
+    async def _run(self, todo: Sequence[tuple[int, int]], on_done: Callable[[EnvEpisode], None]) -> None:
+        gate = asyncio.Semaphore(self.cfg.concurrency)
+
+        async def one(i: int, k: int) -> None:
+            async with gate:
+                on_done(await self.episode(i, k))
+
+        tasks = [asyncio.ensure_future(one(i, k)) for i, k in todo]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if isinstance(self.server, HFRolloutServer | EndpointServer):
+                await self.server.aclose()
+            await self.context.aclose()
+
+    def run(self) -> ResultsFile:
+        """Run what is left; any failure propagates after the finished episodes are written."""
+        torch.manual_seed(self.cfg.seed)
+        todo = self.todo()
+        bar = tqdm(total=len(todo), desc=f"eval {self.cfg.name}", unit="episode", disable=not self.progress)
+        total = {"reward": 0.0, "n": 0}
+
+        def on_done(record: EnvEpisode) -> None:
+            self.results.append(record.model_dump(mode="json"))
+            total["reward"] += record.reward
+            total["n"] += 1
+            bar.update(1)
+            bar.set_postfix(reward=f"{total['reward'] / total['n']:.3f}")
+
+        try:
+            get_event_loop().run_until_complete(self._run(todo, on_done))
+        finally:
+            bar.close()
+        return self.results
+
+    def records(self) -> list[EnvEpisode]:
+        keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
+        return [EnvEpisode.model_validate(r) for key, r in self.results.records.items() if key in keys]
+
+
+def write_manifest(cfg: EnvEvalConfig, evaluation: EnvEvaluation, seconds: float) -> Path:
+    path = cfg.out / "manifest.json"
+    body = {
+        "config": json.loads(cfg.model_dump_json()),
+        "sampling_params": evaluation.params,
+        "rows": len(evaluation.rows),
+        "episodes": len(evaluation.records()),
+        "seconds": round(seconds, 1),
+    }
+    path.write_text(json.dumps(body, indent=2))
+    return path
