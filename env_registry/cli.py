@@ -225,6 +225,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 total=len(ids),
                 progress=not args.quiet,
+                determinism=not args.no_determinism,
             )
         )
     except RuntimeError as exc:
@@ -236,7 +237,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f.write(json.dumps(issue.to_dict()) + "\n")
     _out(
         f"\nvalidated {report.checked} environments in {dt:.1f} s "
-        f"({report.checked / max(dt, 1e-9):.0f} env/s; replayed {report.replayed})"
+        f"({report.checked / max(dt, 1e-9):.0f} env/s; replayed {report.replayed}"
+        f"{', twice (determinism)' if report.determinism else ''})"
     )
     _out(f"  passed {report.checked - len(report.failed)}, failed {len(report.failed)}")
     if report.issues:
@@ -492,6 +494,11 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("ids", nargs="*", help="environment ids (default: all)")
     v.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
     v.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    v.add_argument(
+        "--no-determinism",
+        action="store_true",
+        help="replay golden calls once, not twice (faster; tools with random ids or clocks go unnoticed)",
+    )
     v.add_argument("--limit", type=int, help="validate only the first N environments")
     v.add_argument("--report", help="write every issue as JSONL here")
     v.set_defaults(func=cmd_validate)

@@ -29,10 +29,17 @@ Rules:
 - scenario_type         the declared type matches the trace's shape (`env_registry.shape`)
 - replay_error          a golden call failed in the sandbox
 - replay_mismatch       a golden call ran but its output does not contain `expected`
+- determinism           the golden calls, replayed again in a fresh session at least
+                        `DETERMINISM_GAP_S` later, gave a different output (random ids, clocks):
+                        the environment's answers cannot be reproduced, so the reward cannot trust them
+- import_format         an imported record lacks a field, or has one of the wrong type (importers)
+- call_statement        an imported call statement is not one call with literal arguments (importers)
 
 Replay runs each environment's golden calls in one sandbox session (the way an episode
 calls them), environments concurrently, with a progress bar. Matching is
 `env_registry.matching.answer_in_text` under the rule of the sub-question the call covers.
+The determinism replay costs one more session per environment; an environment whose first
+replay already failed is not replayed again.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import asyncio
 import json
 import keyword
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,7 +63,7 @@ from pydantic import ValidationError
 
 from env_registry.matching import answer_in_text
 from env_registry.shape import classify, shape_of
-from env_registry.spec import AnswerRule, EnvSpec, ToolSpec
+from env_registry.spec import AnswerRule, EnvSpec, GoldenCall, ToolSpec
 
 
 class Rule(str, Enum):
@@ -83,6 +91,9 @@ class Rule(str, Enum):
     SCENARIO_TYPE = "scenario_type"
     REPLAY_ERROR = "replay_error"
     REPLAY_MISMATCH = "replay_mismatch"
+    DETERMINISM = "determinism"
+    IMPORT_FORMAT = "import_format"
+    CALL_STATEMENT = "call_statement"
 
 
 @dataclass(frozen=True)
@@ -454,48 +465,123 @@ def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
     return (int(m[1]), int(m[2])) if m else None
 
 
-async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
-    """Run every golden call of `env` in one fresh sandbox session; issues for failures and
-    outputs that miss `expected`. `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
+GoldenCallRef = tuple[str, ToolSpec, GoldenCall]  # (path in the spec, its tool, the call)
+
+# Two replays this far apart see different values of any clock read in whole seconds; finer
+# clocks and random ids differ anyway. A clock read in minutes or days can still slip through.
+DETERMINISM_GAP_S = 1.0
+_SHOWN = 160  # characters of each output shown around the first difference
+
+
+def golden_calls(env: EnvSpec) -> list[GoldenCallRef]:
+    """Every golden call of `env`, in replay order (tool by tool, as listed)."""
+    return [
+        (f"tools[{i}].golden_calls[{j}]", t, g) for i, t in enumerate(env.tools) for j, g in enumerate(t.golden_calls)
+    ]
+
+
+def _call_text(tool: ToolSpec, call: GoldenCall) -> str:
+    return f"{tool.name}({', '.join(f'{k}={v!r}' for k, v in call.args.items())})"
+
+
+async def replay_outputs(env: EnvSpec, sandbox: Any) -> list[Any]:
+    """The `CallResult` of every golden call of `env` (in `golden_calls` order), all run in one
+    fresh sandbox session. `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
     from astra_verl.sandbox.protocol import Module, Program
 
-    out = _Issues(env.id)
     program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
     session = await sandbox.open_session(program)
     try:
-        for i, t in enumerate(env.tools):
-            for j, g in enumerate(t.golden_calls):
-                path = f"tools[{i}].golden_calls[{j}]"
-                call = f"{t.name}({', '.join(f'{k}={v!r}' for k, v in g.args.items())})"
-                res = await sandbox.call(session, replay_module(t.name, env.id), t.name, g.args)
-                if not res.ok:
-                    kind = res.error_kind.value if res.error_kind else "error"
-                    out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}")
-                elif not answer_in_text(g.expected, res.text, _rule_for(env, t, g.expected)):
-                    shown = res.text if len(res.text) <= 300 else res.text[:300] + "..."
-                    out.add(path, Rule.REPLAY_MISMATCH, f"{call} output does not contain {g.expected!r}: {shown}")
+        return [
+            await sandbox.call(session, replay_module(t.name, env.id), t.name, g.args) for _, t, g in golden_calls(env)
+        ]
     finally:
         await sandbox.close_session(session)
+
+
+def replay_issues(env: EnvSpec, results: Sequence[Any]) -> list[ValidationIssue]:
+    """Failures and outputs that miss `expected`, from the results of `replay_outputs`."""
+    out = _Issues(env.id)
+    for (path, t, g), res in zip(golden_calls(env), results, strict=True):
+        call = _call_text(t, g)
+        if not res.ok:
+            kind = res.error_kind.value if res.error_kind else "error"
+            out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}")
+        elif not answer_in_text(g.expected, res.text, _rule_for(env, t, g.expected)):
+            shown = res.text if len(res.text) <= 300 else res.text[:300] + "..."
+            out.add(path, Rule.REPLAY_MISMATCH, f"{call} output does not contain {g.expected!r}: {shown}")
     return list(out)
 
 
+def _around(text: str, at: int) -> str:
+    start = max(0, at - _SHOWN // 4)
+    head = "..." if start else ""
+    tail = "..." if start + _SHOWN < len(text) else ""
+    return head + text[start : start + _SHOWN] + tail
+
+
+def determinism_issues(
+    env: EnvSpec, first: Sequence[Any], second: Sequence[Any], gap_s: float = DETERMINISM_GAP_S
+) -> list[ValidationIssue]:
+    """One `determinism` issue per golden call whose observation differs between two replays
+    (`replay_outputs` twice, `gap_s` apart), showing both outputs from where they part."""
+    out = _Issues(env.id)
+    for (path, t, g), a, b in zip(golden_calls(env), first, second, strict=True):
+        if a.text == b.text:
+            continue
+        at = next((k for k, (x, y) in enumerate(zip(a.text, b.text, strict=False)) if x != y), None)
+        at = min(len(a.text), len(b.text)) if at is None else at
+        out.add(
+            path,
+            Rule.DETERMINISM,
+            f"{_call_text(t, g)} gave different outputs in two fresh sessions {gap_s:g}s apart, so its answer "
+            f"cannot be reproduced (random ids, clocks?); first {_around(a.text, at)!r}, "
+            f"then {_around(b.text, at)!r} (they differ from character {at})",
+        )
+    return list(out)
+
+
+async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
+    """Run every golden call of `env` in one fresh sandbox session; issues for failures and
+    outputs that miss `expected`. `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
+    return replay_issues(env, await replay_outputs(env, sandbox))
+
+
 async def replay_envs(
-    envs: Sequence[EnvSpec], sandbox: Any, *, concurrency: int = 32, bar: Any = None
+    envs: Sequence[EnvSpec],
+    sandbox: Any,
+    *,
+    concurrency: int = 32,
+    bar: Any = None,
+    determinism: bool = True,
+    gap_s: float = DETERMINISM_GAP_S,
 ) -> dict[str, list[ValidationIssue]]:
-    """Replay many environments concurrently (at most `concurrency` sessions open at once)."""
+    """Replay many environments concurrently (at most `concurrency` sessions open at once).
+    With `determinism`, an environment whose replay passed is replayed once more in a fresh
+    session, no sooner than `gap_s` after the first ended, and compared call by call. The wait
+    holds no session slot: other environments' replays fill it, so a run costs about `gap_s`
+    once, not per environment."""
     sem = asyncio.Semaphore(concurrency)
     results: dict[str, list[ValidationIssue]] = {}
 
     async def one(env: EnvSpec) -> None:
-        async with sem:
-            try:
-                results[env.id] = await replay_env(env, sandbox)
-            except Exception as exc:  # a sandbox fault must not hide the other environments' results
-                results[env.id] = [
-                    ValidationIssue(env.id, "tools", Rule.REPLAY_ERROR, f"replay aborted: {type(exc).__name__}: {exc}")
-                ]
-            if bar is not None:
-                bar.update(1)
+        try:
+            async with sem:
+                first = await replay_outputs(env, sandbox)
+            done = time.monotonic()
+            issues = replay_issues(env, first)
+            if determinism and not issues:
+                await asyncio.sleep(max(0.0, done + gap_s - time.monotonic()))
+                async with sem:
+                    second = await replay_outputs(env, sandbox)
+                issues = determinism_issues(env, first, second, gap_s)
+            results[env.id] = issues
+        except Exception as exc:  # a sandbox fault must not hide the other environments' results
+            results[env.id] = [
+                ValidationIssue(env.id, "tools", Rule.REPLAY_ERROR, f"replay aborted: {type(exc).__name__}: {exc}")
+            ]
+        if bar is not None:
+            bar.update(1)
 
     await asyncio.gather(*(one(e) for e in envs))
     return results
@@ -508,6 +594,7 @@ async def replay_envs(
 class ValidationReport:
     checked: int = 0
     replayed: int = 0
+    determinism: bool = False  # whether sound environments were replayed a second time
     issues: dict[str, list[ValidationIssue]] = field(default_factory=dict)  # env id -> issues (failing envs only)
 
     @property
@@ -534,18 +621,26 @@ async def validate_stream(
     chunk: int = 1024,
     total: int | None = None,
     progress: bool = True,
+    determinism: bool = True,
 ) -> ValidationReport:
-    """Structure of every environment, then replay of the structurally sound ones, `chunk`
-    environments at a time (memory stays bounded on large stores). Without a `sandbox`, replay
-    starts the project's `SandboxPool` for the run."""
+    """Structure of every environment, then replay of the structurally sound ones (twice with
+    `determinism`), `chunk` environments at a time (memory stays bounded on large stores).
+    Without a `sandbox`, replay starts the project's `SandboxPool` for the run."""
     from tqdm.auto import tqdm
 
     if replay and sandbox is None:
         async with default_sandbox() as pool:
             return await validate_stream(
-                envs, replay=True, sandbox=pool, concurrency=concurrency, chunk=chunk, total=total, progress=progress
+                envs,
+                replay=True,
+                sandbox=pool,
+                concurrency=concurrency,
+                chunk=chunk,
+                total=total,
+                progress=progress,
+                determinism=determinism,
             )
-    report = ValidationReport()
+    report = ValidationReport(determinism=replay and determinism)
     desc = "validate (structure + replay)" if replay else "validate (structure)"
     with tqdm(total=total, desc=desc, unit="env", disable=not progress) as bar:
         batch: list[EnvSpec] = []
@@ -571,7 +666,7 @@ async def _validate_batch(batch, report: ValidationReport, replay: bool, sandbox
     if not replay:
         bar.update(len(sound))
         return
-    replayed = await replay_envs(sound, sandbox, concurrency=concurrency, bar=bar)
+    replayed = await replay_envs(sound, sandbox, concurrency=concurrency, bar=bar, determinism=report.determinism)
     report.replayed += len(sound)
     for env_id, issues in replayed.items():
         if issues:
