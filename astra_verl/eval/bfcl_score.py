@@ -36,12 +36,12 @@ from typing import Any
 
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
-from env_registry.families.bfcl import BfclTarget, bfcl_version
+from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
 
 CHECKER_MODULE = "bfcl_checker"
 MODEL_NAME = "astra"  # the model name BFCL's executor keys its instance cache by (inside the session)
 DETAIL_CHARS = 4000
-REQUIRED_PACKAGES = ("bfcl_eval", "mpmath")
+REQUIRED_PACKAGES = SANDBOX_PACKAGES
 DECODED_STATUSES = frozenset({CallStatus.OK, CallStatus.TOOL_ERROR, CallStatus.SCHEMA_ERROR, CallStatus.UNKNOWN_TOOL})
 
 CHECKER_SOURCE = f'''"""BFCL's multi-turn checker and executor, run on model-written calls inside the sandbox."""

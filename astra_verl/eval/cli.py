@@ -25,10 +25,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from env_registry.families.bfcl import CATEGORIES
+from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
-MAX_OUTPUT_CHARS = 200_000  # BFCL does not truncate observations; long_context ones pass 20,000
 
 
 def _categories(text: str) -> list[str]:

@@ -384,13 +384,14 @@ class RecordFormat:
     convert: Callable[[dict[str, Any], str, str], Conversion]
 
 
+def _has(*names: str) -> Callable[[dict[str, Any]], bool]:
+    # present and not null: a parquet file's columns are the union over its rows
+    return lambda d: all(d.get(n) is not None for n in names)
+
+
 FORMATS = (
-    RecordFormat("pipeline", lambda d: "decomposition_trace" in d, from_pipeline),
-    RecordFormat(
-        "rl_1k",
-        lambda d: {"tool_schema", "tool_dict", "sub_qa_dict"} <= d.keys(),
-        lambda d, source, domain: check_rl_row(d),
-    ),
+    RecordFormat("pipeline", _has("decomposition_trace"), from_pipeline),
+    RecordFormat("rl_1k", _has("tool_schema", "tool_dict", "sub_qa_dict"), lambda d, source, domain: check_rl_row(d)),
 )
 
 
