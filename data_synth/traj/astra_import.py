@@ -51,7 +51,14 @@ from jsonschema import Draft202012Validator
 from data_synth.traj.export_sft import SFT_VERSION
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
-from env_registry.importers.sources import SUFFIXES, SourceError, SourceRow, decode_json_text, read_rows
+from env_registry.importers.sources import (
+    SUFFIXES,
+    SourceError,
+    SourceRow,
+    decode_json_text,
+    has_fields,
+    read_rows,
+)
 
 ERROR_MARKER = "[ERROR:"
 
@@ -258,15 +265,9 @@ class RowFormat:
     read: Callable[[dict[str, Any], Conversation, str], None]
 
 
-def _has(*names: str) -> Callable[[dict[str, Any]], bool]:
-    # present and not null: a parquet file's columns are the union over its rows, so a row of
-    # one format shows the other format's columns as null
-    return lambda d: all(d.get(n) is not None for n in names)
-
-
 FORMATS = (
-    RowFormat("astra_sft", _has("trajectory", "mcp_info"), _read_astra_sft),
-    RowFormat("openai", _has("messages", "tools"), _read_openai),
+    RowFormat("astra_sft", has_fields("trajectory", "mcp_info"), _read_astra_sft),
+    RowFormat("openai", has_fields("messages", "tools"), _read_openai),
 )
 
 

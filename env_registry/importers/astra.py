@@ -51,7 +51,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from env_registry.calls import CallStatementError, def_parameters, parse_call_statement
-from env_registry.importers.sources import decode_json_text
+from env_registry.importers.sources import decode_json_text, has_fields
 from env_registry.shape import classify, shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
 from env_registry.validate import Rule, ValidationIssue, check_tool
@@ -384,14 +384,11 @@ class RecordFormat:
     convert: Callable[[dict[str, Any], str, str], Conversion]
 
 
-def _has(*names: str) -> Callable[[dict[str, Any]], bool]:
-    # present and not null: a parquet file's columns are the union over its rows
-    return lambda d: all(d.get(n) is not None for n in names)
-
-
 FORMATS = (
-    RecordFormat("pipeline", _has("decomposition_trace"), from_pipeline),
-    RecordFormat("rl_1k", _has("tool_schema", "tool_dict", "sub_qa_dict"), lambda d, source, domain: check_rl_row(d)),
+    RecordFormat("pipeline", has_fields("decomposition_trace"), from_pipeline),
+    RecordFormat(
+        "rl_1k", has_fields("tool_schema", "tool_dict", "sub_qa_dict"), lambda d, source, domain: check_rl_row(d)
+    ),
 )
 
 

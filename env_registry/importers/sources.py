@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,12 @@ def read_rows(path: str | Path) -> Iterator[SourceRow]:
     if reader is None:
         raise SourceError(f"{path}: unknown file type {path.suffix!r}; expected one of {', '.join(SUFFIXES)}")
     yield from reader(path)
+
+
+def has_fields(*names: str) -> Callable[[dict[str, Any]], bool]:
+    """A record test: every named field present and not null (a parquet file's columns are the
+    union over its rows, so a row of one format shows another format's columns as null)."""
+    return lambda d: all(d.get(n) is not None for n in names)
 
 
 def decode_json_text(value: Any, what: str) -> Any:
