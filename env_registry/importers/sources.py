@@ -31,7 +31,7 @@ class SourceError(ValueError):
 
 @dataclass
 class SourceRow:
-    """One record of an input file. `where` locates it (`{"line": 7}` or `{"row": 12}`), `text`
+    """One record of an input file. `where` locates it (`{"line": 7}`, `{"element": 3}` of a JSON list, `{"row": 12}` of a table), `text`
     is the record as read (kept with a rejected record; None for parquet rows, which are no
     text), `error` says why it is not a JSON object."""
 
@@ -74,7 +74,7 @@ def _json(path: Path) -> Iterator[SourceRow]:
     items = content if isinstance(content, list) else [content]
     for i, item in enumerate(items):
         data, error = _object(item, f"element {i}")
-        yield SourceRow(str(path), {"record": i}, data, json.dumps(item, ensure_ascii=False), error)
+        yield SourceRow(str(path), {"element": i}, data, json.dumps(item, ensure_ascii=False), error)
 
 
 def _parquet(path: Path) -> Iterator[SourceRow]:

@@ -192,3 +192,18 @@ def test_parquet_rows_and_broken_lines_are_located(tmp_path, capsys):
     ]
     assert main(["--store", str(tmp_path / "s"), "import-astra", str(tmp_path / "x.csv")]) == 2
     assert "not a .json, .jsonl or .parquet file" in capsys.readouterr().err
+
+
+def test_a_json_list_of_step5_records_is_imported_element_by_element(tmp_path, capsys, pipeline):
+    merged = tmp_path / "step5_merged.json"
+    broken = json.loads(json.dumps(pipeline["astra-fixture-merged"]))
+    broken["env_result"]["3"]["env_synthesis_result"]["data"]["tool_call_statement"] = "temperature_difference(*[1, 2])"
+    merged.write_text(json.dumps([pipeline["astra-fixture-merged"], broken, "not a record"]))
+    rejects = tmp_path / "rejects.jsonl"
+    argv = ["--store", str(tmp_path / "s"), "-q", "import-astra", str(merged), "--rejects", str(rejects), "--no-replay"]
+    code, out = _run(capsys, *argv)
+    assert code == 1 and "imported 1 environments" in out and "rejected 2" in out
+    rows = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [(r["element"], r["issues"][0]["rule"]) for r in rows] == [(1, "call_statement"), (2, "import_format")]
+    assert json.loads(rows[0]["record"]) == broken  # the record itself, next to where it was
+    assert "*args" in rows[0]["issues"][0]["message"]
