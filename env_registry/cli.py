@@ -27,10 +27,25 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from env_registry.importers.astra import DEFAULT_DOMAIN
+from tqdm.auto import tqdm
+
+from env_registry.export import (
+    DEFAULT_INTERACTION,
+    DEFAULT_SYSTEM_PROMPT,
+    ExportConfig,
+    ExportError,
+    export_rows,
+    write_export,
+)
+from env_registry.families.procedural import DOMAINS, iter_generate
+from env_registry.golden_sft import GoldenSFTError, write_golden_sft
+from env_registry.importers.astra import DEFAULT_DOMAIN, convert
 from env_registry.importers.sources import SUFFIXES, SourceError, SourceRow, read_rows
+from env_registry.mixing import build_mixer
+from env_registry.shape import shape_of
 from env_registry.spec import ScenarioType, spec_json_schema
-from env_registry.validate import Rule, ValidationIssue
+from env_registry.store import EnvStore
+from env_registry.validate import Rule, ValidationIssue, check_structure, parse_record, validate_stream
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
@@ -51,8 +66,6 @@ def _table(title: str, counts: Counter, total: int) -> None:
 
 
 def _store(args: argparse.Namespace, mode: str = "r"):
-    from env_registry.store import EnvStore
-
     try:
         return EnvStore.open(args.store, mode)
     except FileNotFoundError as exc:
@@ -67,11 +80,6 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from env_registry.families.procedural import iter_generate
-    from env_registry.validate import check_structure
-
     t0 = time.perf_counter()
     try:
         stream = iter_generate(
@@ -160,8 +168,6 @@ class _Incoming:
 def _admit(args: argparse.Namespace, store, incoming: Iterable[_Incoming], rejects: _Rejects) -> Counter:
     """Structure check, replay in the sandbox (chunks of `_CHUNK`, unless --no-replay), then add;
     every rejected record goes to `rejects`. Counts of added and duplicate records."""
-    from env_registry.validate import check_structure, validate_stream
-
     totals: Counter = Counter()
 
     def flush(pending: list[_Incoming]) -> None:
@@ -196,10 +202,6 @@ def _admit(args: argparse.Namespace, store, incoming: Iterable[_Incoming], rejec
 
 
 def _env_lines(args: argparse.Namespace) -> Iterator[_Incoming]:
-    from tqdm.auto import tqdm
-
-    from env_registry.validate import parse_record
-
     for file in args.files:
         with open(file, encoding="utf-8") as f:
             for line_no, line in enumerate(tqdm(f, desc=f"add {file}", unit="line", disable=args.quiet), 1):
@@ -238,10 +240,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Incoming]:
-    from tqdm.auto import tqdm
-
-    from env_registry.importers.astra import convert
-
     for file in args.files:
         for row in tqdm(read_rows(file), desc=f"import {file}", unit="record", disable=args.quiet):
             if row.data is None:
@@ -286,8 +284,6 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from env_registry.validate import validate_stream
-
     store = _store(args)
     ids = args.ids or store.ids()
     if args.limit:
@@ -333,10 +329,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from env_registry.shape import shape_of
-
     store = _store(args)
     domains: Counter = Counter()
     types: Counter = Counter()
@@ -393,6 +385,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _plot(path: str, panels: dict[str, Counter], n: int) -> None:
+    # Lazy: matplotlib is heavy to import and only `stats --plot` draws.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -437,13 +430,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def _mixer(args: argparse.Namespace, store):
     if args.mixing == "none":
         return None
-    try:
-        from astra_verl.rollout.mixing import build_mixer
-    except ImportError as exc:
-        raise CliError(
-            f"--mixing {args.mixing} needs astra_verl.rollout.mixing (part of astra-verl), which is not "
-            f"available here ({exc}); install astra-verl, or export with --mixing none"
-        ) from None
     opts: dict[str, Any] = {}
     if args.mixing == "banded":
         opts["k"] = args.k
@@ -455,8 +441,6 @@ def _mixer(args: argparse.Namespace, store):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from env_registry.export import ExportConfig, ExportError, export_rows, write_export
-
     if args.max_prompt_length is not None and not args.tokenizer:
         raise CliError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
     store = _store(args)
@@ -464,7 +448,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     envs = store.filter(lambda e: e.domain in domains) if domains else store
     tokenizer = None
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: heavy to import, only --tokenizer needs it
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     config = ExportConfig(
@@ -505,10 +489,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_export_sft(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from env_registry.golden_sft import GoldenSFTError, write_golden_sft
-
     t0 = time.perf_counter()
     with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
 
@@ -528,9 +508,6 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from env_registry.export import DEFAULT_INTERACTION, DEFAULT_SYSTEM_PROMPT
-    from env_registry.families.procedural import DOMAINS
-
     p = argparse.ArgumentParser(
         prog="python -m env_registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

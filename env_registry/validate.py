@@ -63,7 +63,9 @@ from typing import Any
 import jsonschema
 import networkx as nx
 from pydantic import ValidationError
+from tqdm.auto import tqdm
 
+from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
 from env_registry.families import bfcl
 from env_registry.family_rules import DEFAULT as DEFAULT_RULES
 from env_registry.family_rules import FamilyRules, ReplayCall
@@ -491,8 +493,6 @@ def _call_text(env: EnvSpec, call: ReplayCall) -> str:
 async def replay_outputs(env: EnvSpec, sandbox: Any, calls: Sequence[ReplayCall]) -> list[Any]:
     """The `CallResult` of each call, in order, all run in one fresh sandbox session.
     `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
-    from astra_verl.sandbox.protocol import Module, Program
-
     program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
     session = await sandbox.open_session(program)
     try:
@@ -641,8 +641,6 @@ async def validate_stream(
     structurally sound ones (twice with `determinism`), `chunk` environments at a time (memory
     stays bounded on large stores). Without a `sandbox`, replay starts the project's
     `SandboxPool`, one per sandbox setting the families in the run need."""
-    from tqdm.auto import tqdm
-
     report = ValidationReport(determinism=replay and determinism)
     desc = "validate (structure + replay)" if replay else "validate (structure)"
     async with contextlib.AsyncExitStack() as stack:
@@ -703,13 +701,5 @@ def validate_envs(envs: Iterable[EnvSpec], **kw: Any) -> ValidationReport:
 
 
 def default_sandbox(settings: dict[str, Any] | None = None) -> Any:
-    """The project's sandbox pool (an async context manager) with `SandboxConfig` fields
-    `settings`; a clear error when it is missing."""
-    try:
-        from astra_verl.sandbox import SandboxConfig, SandboxPool
-    except ImportError as exc:
-        raise RuntimeError(
-            f"golden-call replay needs the sandbox (astra_verl.sandbox.SandboxPool), which is not available: {exc}. "
-            "Validate with --no-replay (structure only) until it is installed."
-        ) from exc
+    """The project's sandbox pool (an async context manager) with `SandboxConfig` fields `settings`."""
     return SandboxPool(SandboxConfig(**(settings or {})))

@@ -62,6 +62,7 @@ from typing import Any
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
@@ -69,12 +70,11 @@ from astra_verl.reward.solved import solved_by_call, solved_by_final_answer
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
-# A module reference, not names: importing tool_parser first imports verl, whose plugin loader
-# imports this module while tool_parser is still half-initialised.
-from . import tool_parser as parsing
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
 from .config import read_configs
-from .hooks import EnvironmentHook, HookAction, HookError, create_hook
+from .episode_hook import create_hook
+from .hooks import EnvironmentHook, HookAction, HookError
 from .toolset import MAX_LOGGED_RAW_CHARS, ToolCatalog, Toolset, digest
 
 logger = logging.getLogger(__name__)
@@ -128,7 +128,7 @@ class Episode:
     prompt_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
-    turn: parsing.ParsedTurn | None = None
+    turn: ParsedTurn | None = None
     solved: set[str] = field(default_factory=set)
     answer_turn: bool = False  # stop_when_all_solved: the next turn is only for the final answer
     context_rounds: int = 0  # tool-result rounds and injected user turns (verl's num_turns counts them)
@@ -165,7 +165,8 @@ class AstraToolAgentLoop(AgentLoopBase):
             )
         self.settings, self.limits, self.sandbox_config = _settings(self.config)
         parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
-        self.parser = parsing.reporting_parser(parser_name, self.tokenizer)
+        # the parsers register into verl's registry (astra_verl.rollout.tool_parser, loaded by the plugin)
+        self.parser = reporting_parser(parser_name, self.tokenizer, ToolParser._registry)
         self.sandbox: Any = None  # the process's shared pool, bound to the running event loop in `run`
 
     # -- entry point ---------------------------------------------------------------------
@@ -311,7 +312,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             ep.routed_experts = output.routed_experts
 
     @staticmethod
-    def _assistant_message(turn: parsing.ParsedTurn) -> dict[str, Any]:
+    def _assistant_message(turn: ParsedTurn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content}
         calls = [
             {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in turn.calls if c.ok
@@ -382,7 +383,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             pending_user.append(action.user_message)  # after this turn's tool messages
         return action.terminate
 
-    async def _run_call(self, ep: Episode, index: int, call: parsing.ParsedCall) -> tuple[CallRecord, str]:
+    async def _run_call(self, ep: Episode, index: int, call: ParsedCall) -> tuple[CallRecord, str]:
         """Validate and execute one call attempt; returns its log record and the tool message text."""
         if index >= self.limits.max_parallel_calls:
             text = f"Not executed: at most {self.limits.max_parallel_calls} tool calls are run per turn."

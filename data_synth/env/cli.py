@@ -35,6 +35,7 @@ import sys
 import time
 from pathlib import Path
 
+from astra_verl.sandbox import SandboxConfig
 from data_synth.env.context import EnvContextFactory
 from data_synth.env.decompose import Decompose
 from data_synth.env.merge import MergeTools
@@ -47,6 +48,8 @@ from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify, quality_threshold
 from data_synth.llm import LLMConfig, add_llm_arguments
 from data_synth.pipeline import Shard, Step, StepContext, read_outputs, run_chain, run_step
+from data_synth.pipeline.ray_runner import run_step_ray
+from env_registry.store import EnvStore
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -167,8 +170,6 @@ class EnvRun:
     """One invocation: the steps asked for, sharing one local context (LLM client + sandbox)."""
 
     def __init__(self, args: argparse.Namespace):
-        from astra_verl.sandbox import SandboxConfig
-
         self.args = args
         self.run_dir: Path = args.run_dir
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -195,8 +196,6 @@ class EnvRun:
     async def stage(self, step: Step, inputs: list, *, local: bool = False) -> None:
         args = self.args
         if args.ray and not local:
-            from data_synth.pipeline.ray_runner import run_step_ray
-
             stats = await run_step_ray(
                 step,
                 inputs,
@@ -300,8 +299,6 @@ class EnvRun:
         self.timings = {"qa_chain": t1 - t0, "select": t2 - t1, "tool_chain": time.perf_counter() - t2}
 
     async def publish(self) -> None:
-        from env_registry.store import EnvStore
-
         a = self.args
         if self.shard.count > 1:
             print(
@@ -338,7 +335,7 @@ class EnvRun:
 
 
 def _ray_ready(address: str) -> bool:
-    import ray
+    import ray  # lazy: heavy, only the Ray runner needs it
 
     if not ray.is_initialized():
         ray.init(address=None if address == "local" else address, log_to_driver=False)

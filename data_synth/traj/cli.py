@@ -39,9 +39,12 @@ from pathlib import Path
 import yaml
 
 from data_synth.llm import LLMConfig, add_llm_arguments
-from data_synth.pipeline import Shard
+from data_synth.pipeline import Shard, read_envelopes, read_outputs
 from data_synth.traj import astra_import
 from data_synth.traj.config import TrajConfig
+from data_synth.traj.graph import plot_graph, write_graphml
+from data_synth.traj.records import GraphRecord, Server
+from data_synth.traj.run import ContextFactory, Runner
 
 LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
 STEPS = (
@@ -96,9 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _print_ingest_issues(run_dir: Path, limit: int = 20) -> None:
     """Rejected servers and dropped tools, each with file, record and reason."""
-    from data_synth.pipeline import read_envelopes, read_outputs
-    from data_synth.traj.records import Server
-
     lines = [
         f"rejected {k}: {e.reason}: {e.detail}"
         for k, e in sorted(read_envelopes(run_dir, "traj.ingest").items())
@@ -119,10 +119,6 @@ def _llm_config(args: argparse.Namespace, prefix: str) -> LLMConfig | None:
 
 
 async def _main(args: argparse.Namespace) -> int:
-    from data_synth.traj.graph import plot_graph, write_graphml
-    from data_synth.traj.records import GraphRecord
-    from data_synth.traj.run import ContextFactory, Runner
-
     raw = TrajConfig.from_yaml(args.config).to_dict()
     cfg = TrajConfig.from_dict(_apply_overrides(raw, args.set))
     llm = _llm_config(args, "llm")
@@ -140,7 +136,7 @@ async def _main(args: argparse.Namespace) -> int:
         personas=cfg.tasks.personas,
     )
     if args.ray:
-        import ray
+        import ray  # lazy: heavy, only the Ray runner needs it
 
         ray.init(ignore_reinit_error=True)
     runner = Runner(
@@ -166,8 +162,6 @@ async def _main(args: argparse.Namespace) -> int:
             print(stats.line())
             print(runner.funnel().table())
         if args.step in ("graph", "run"):
-            from data_synth.pipeline import read_outputs
-
             graphs = read_outputs(args.run_dir, "traj.graph", GraphRecord)
             write_graphml(graphs, args.run_dir / "graphs.graphml")
             by_id = {g.server_id: g for g in graphs}

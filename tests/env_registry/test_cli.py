@@ -101,11 +101,3 @@ def test_export_parquet(tmp_path, capsys, store_path, tiny_model_dir):
     assert dropped and kept + len(dropped) == 60
     assert main(["--store", str(store_path), "export-parquet", "--out", str(out_dir), "--max-prompt-length", "9"]) == 2
     assert "needs --tokenizer" in capsys.readouterr().err
-
-
-def test_mixing_without_the_rollout_package_says_so(tmp_path, store_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "astra_verl.rollout.mixing", None)  # import now fails
-    argv = ["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path), "--mixing", "banded"]
-    assert main(argv) == 2
-    assert "needs astra_verl.rollout.mixing" in capsys.readouterr().err
-    assert main(["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path)]) == 0  # none works
