@@ -24,18 +24,20 @@ from env_registry.spec import EnvSpec
 @dataclass(frozen=True)
 class ReplayCall:
     """One call of a replay: reported at `path` (a path into the spec, or into the family's own
-    data), tool `env.tools[tool]`, its arguments, and the answer its output must contain."""
+    data), tool `env.tools[tool]`, its arguments, the answer its output must contain, and which
+    golden call it is (tool index, call index; None for a call that is none)."""
 
     path: str
     tool: int
     args: dict[str, Any]
     expected: str | None = None
+    golden_call: tuple[int, int] | None = None
 
 
 def golden_replay(env: EnvSpec) -> list[ReplayCall]:
     """Every golden call of `env`, tool by tool as listed, each expecting its answer."""
     return [
-        ReplayCall(f"tools[{i}].golden_calls[{j}]", i, g.args, g.expected)
+        ReplayCall(f"tools[{i}].golden_calls[{j}]", i, g.args, g.expected, (i, j))
         for i, t in enumerate(env.tools)
         for j, g in enumerate(t.golden_calls)
     ]

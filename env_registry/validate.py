@@ -51,7 +51,6 @@ import asyncio
 import contextlib
 import json
 import keyword
-import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -110,6 +109,7 @@ class ValidationIssue:
     field: str  # path into the spec, e.g. "sub_questions[2].depends_on[0]"
     rule: Rule
     message: str
+    golden_call: tuple[int, int] | None = None  # (tool index, golden-call index) of a replay issue about one call
 
     def __str__(self) -> str:
         return f"{self.env_id or '<no id>'} {self.field}: [{self.rule.value}] {self.message}"
@@ -126,8 +126,8 @@ class _Issues(list):
         super().__init__()
         self.env_id = env_id
 
-    def add(self, path: str, rule: Rule, message: str) -> None:
-        self.append(ValidationIssue(self.env_id, path, rule, message))
+    def add(self, path: str, rule: Rule, message: str, golden_call: tuple[int, int] | None = None) -> None:
+        self.append(ValidationIssue(self.env_id, path, rule, message, golden_call))
 
 
 # -- structure -----------------------------------------------------------------------------
@@ -464,13 +464,9 @@ def replay_module(tool_name: str, env_id: str) -> str:
     return f"{tool_name}__{env_id[:8]}"
 
 
-_GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")
-
-
 def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
     """(tool index, golden-call index) of an issue `replay_env` reported for one call; None otherwise."""
-    m = _GOLDEN_CALL.fullmatch(issue.field)
-    return (int(m[1]), int(m[2])) if m else None
+    return issue.golden_call
 
 
 # Families validated otherwise than by golden calls (see `env_registry.family_rules`).
@@ -512,12 +508,12 @@ def replay_issues(env: EnvSpec, calls: Sequence[ReplayCall], results: Sequence[A
         tool = env.tools[c.tool]
         if not res.ok:
             kind = res.error_kind.value if res.error_kind else "error"
-            out.add(c.path, Rule.REPLAY_ERROR, f"{_call_text(env, c)} failed in the sandbox ({kind}): {res.message}")
+            message = f"{_call_text(env, c)} failed in the sandbox ({kind}): {res.message}"
+            out.add(c.path, Rule.REPLAY_ERROR, message, c.golden_call)
         elif c.expected is not None and not answer_in_text(c.expected, res.text, _rule_for(env, tool, c.expected)):
             shown = res.text if len(res.text) <= 300 else res.text[:300] + "..."
-            out.add(
-                c.path, Rule.REPLAY_MISMATCH, f"{_call_text(env, c)} output does not contain {c.expected!r}: {shown}"
-            )
+            message = f"{_call_text(env, c)} output does not contain {c.expected!r}: {shown}"
+            out.add(c.path, Rule.REPLAY_MISMATCH, message, c.golden_call)
     return list(out)
 
 
@@ -549,6 +545,7 @@ def determinism_issues(
             f"{_call_text(env, c)} gave different outputs in two fresh sessions {gap_s:g}s apart, so its answer "
             f"cannot be reproduced (random ids, clocks?); first {_around(a.text, at)!r}, "
             f"then {_around(b.text, at)!r} (they differ from character {at})",
+            c.golden_call,
         )
     return list(out)
 
