@@ -2,6 +2,7 @@
 
     python -m env_registry --store envs generate --n 2000 --seed 0
     python -m env_registry --store envs add synthesized.jsonl
+    python -m env_registry --store envs import-astra step5_merged.json
     python -m env_registry --store envs validate
     python -m env_registry --store envs stats --plot stats.png
     python -m env_registry --store envs show 3f2a9c...
@@ -21,6 +22,8 @@ import os
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,11 +41,13 @@ from env_registry.export import (
 )
 from env_registry.families.procedural import DOMAINS, iter_generate
 from env_registry.golden_sft import RECOVERY_KINDS, GoldenSFTError, Recovery, write_golden_sft
+from env_registry.importers.astra import DEFAULT_DOMAIN, convert
+from env_registry.importers.sources import SUFFIXES, SourceError, SourceRow, read_rows
 from env_registry.mixing import build_mixer
 from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType, spec_json_schema
 from env_registry.store import EnvStore, StoreError
-from env_registry.validate import check_structure, parse_record, validate_stream
+from env_registry.validate import Rule, ValidationIssue, check_structure, parse_record, validate_stream
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
@@ -119,7 +124,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 class _Rejects:
-    """Rejected records, appended with file, line and reasons; opened on the first rejection."""
+    """Rejected records, appended with file, place and reasons; opened on the first rejection.
+    `rules` counts rejected records per rule they broke (a record with several counts in each)."""
 
     def __init__(self, explicit: str | None):
         self.explicit = Path(explicit) if explicit else None
@@ -128,22 +134,83 @@ class _Rejects:
         self.rules: Counter = Counter()
         self._f = None
 
-    def write(self, file: str, line_no: int, text: str, issues: list) -> None:
+    def write(self, row: SourceRow, issues: list) -> None:
         self.count += 1
-        self.rules.update(i.rule.value for i in issues)
+        self.rules.update({i.rule.value for i in issues})
         if self.count <= 10:
             first = issues[0]
-            _out(f"rejected {file}:{line_no}: [{first.rule.value}] {first.field}: {first.message}")
+            _out(f"rejected {row.label}: [{first.rule.value}] {first.field}: {first.message}")
         if self._f is None:
-            self.path = self.explicit or Path(file).with_suffix(".rejects.jsonl")
+            self.path = self.explicit or Path(row.file).with_suffix(".rejects.jsonl")
             self._f = open(self.path, "a", encoding="utf-8")
-        record = {"file": file, "line": line_no, "issues": [i.to_dict() for i in issues], "record": text}
+        record = {"file": row.file, **row.where, "issues": [i.to_dict() for i in issues], "record": row.text}
         self._f.write(json.dumps(record, ensure_ascii=False) + "\n")
         self._f.flush()
 
     def close(self) -> None:
         if self._f is not None:
             self._f.close()
+
+    def summary(self) -> None:
+        if self.count:
+            _out(f"rejected records with their reasons: {self.path}")
+            _table("rejected records by rule", self.rules, self.count)
+
+
+@dataclass
+class _Incoming:
+    """A record on its way into the store: where it came from, its spec (None when it could not
+    be read into one) and the problems found so far."""
+
+    row: SourceRow
+    spec: Any
+    issues: list
+
+
+def _admit(args: argparse.Namespace, store, incoming: Iterable[_Incoming], rejects: _Rejects) -> Counter:
+    """Structure check, replay in the sandbox (chunks of `_CHUNK`, unless --no-replay), then add;
+    every rejected record goes to `rejects`. Counts of added and duplicate records."""
+    totals: Counter = Counter()
+
+    def flush(pending: list[_Incoming]) -> None:
+        if not pending:
+            return
+        failing: dict[str, list] = {}
+        if not args.no_replay:
+            specs = [item.spec for item in pending]
+            failing = asyncio.run(validate_stream(specs, concurrency=args.concurrency, progress=False)).issues
+        good = []
+        for item in pending:
+            if item.spec.id in failing:
+                rejects.write(item.row, failing[item.spec.id])
+            else:
+                good.append(item.spec)
+        n = store.add_many(good)
+        totals["added"] += n
+        totals["duplicates"] += len(good) - n
+
+    pending: list[_Incoming] = []
+    for item in incoming:
+        issues = item.issues + (check_structure(item.spec) if item.spec is not None else [])
+        if issues:
+            rejects.write(item.row, issues)
+        else:
+            pending.append(item)
+        if len(pending) >= _CHUNK:
+            flush(pending)
+            pending = []
+    flush(pending)
+    return totals
+
+
+def _env_lines(args: argparse.Namespace) -> Iterator[_Incoming]:
+    for file in args.files:
+        with open(file, encoding="utf-8") as f:
+            for line_no, line in enumerate(tqdm(f, desc=f"add {file}", unit="line", disable=args.quiet), 1):
+                text = line.rstrip("\n")
+                if text.strip():
+                    spec, issues = parse_record(text)
+                    yield _Incoming(SourceRow(file, {"line": line_no}, None, text), spec, issues)
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -152,47 +219,9 @@ def cmd_add(args: argparse.Namespace) -> int:
         raise CliError(f"no such file: {', '.join(missing)}")
     store = _store(args, "a", allow_scripted=args.allow_scripted)
     rejects = _Rejects(args.rejects)
-    totals: Counter = Counter()
-
-    def flush(pending: list[tuple[str, int, str, Any]]) -> None:
-        """Replay a chunk of structurally valid records, then add the ones that passed."""
-        if not pending:
-            return
-        failing: dict[str, list] = {}
-        if not args.no_replay:
-            specs = [spec for *_, spec in pending]
-            failing = asyncio.run(validate_stream(specs, concurrency=args.concurrency, progress=False)).issues
-        good = []
-        for file, line_no, text, spec in pending:
-            if spec.id in failing:
-                rejects.write(file, line_no, text, failing[spec.id])
-            else:
-                good.append(spec)
-        n = store.add_many(good)
-        totals["added"] += n
-        totals["duplicates"] += len(good) - n
-
     try:
         with store:
-            for file in args.files:
-                pending: list[tuple[str, int, str, Any]] = []
-                with open(file, encoding="utf-8") as f:
-                    for line_no, line in enumerate(tqdm(f, desc=f"add {file}", unit="line", disable=args.quiet), 1):
-                        text = line.rstrip("\n")
-                        if not text.strip():
-                            continue
-                        totals["records"] += 1
-                        spec, issues = parse_record(text)
-                        if spec is not None:
-                            issues = check_structure(spec)
-                        if issues:
-                            rejects.write(file, line_no, text, issues)
-                        else:
-                            pending.append((file, line_no, text, spec))
-                        if len(pending) >= _CHUNK:
-                            flush(pending)
-                            pending = []
-                flush(pending)
+            totals = _admit(args, store, _env_lines(args), rejects)
             total = len(store)
     except RuntimeError as exc:  # replay without a sandbox
         raise CliError(f"{exc}") from None
@@ -200,14 +229,57 @@ def cmd_add(args: argparse.Namespace) -> int:
         raise CliError(f"{exc}; records before this batch were added, rerunning adds nothing twice") from None
     finally:
         rejects.close()
+    records = totals["added"] + totals["duplicates"] + rejects.count
     mode = "structure only" if args.no_replay else "structure + replay"
     _out(
-        f"\n{totals['records']} records: {totals['added']} added, {totals['duplicates']} already in the store, "
+        f"\n{records} records: {totals['added']} added, {totals['duplicates']} already in the store, "
         f"{rejects.count} rejected ({mode})"
     )
-    if rejects.count:
-        _out(f"rejected records with their reasons: {rejects.path}")
-        _table("rejections by rule", rejects.rules, sum(rejects.rules.values()))
+    rejects.summary()
+    _out(f"store {args.store} now holds {total}")
+    return 1 if rejects.count else 0
+
+
+# -- import-astra --------------------------------------------------------------------------
+
+
+def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Incoming]:
+    for file in args.files:
+        for row in tqdm(read_rows(file), desc=f"import {file}", unit="record", disable=args.quiet):
+            if row.data is None:
+                formats["unreadable"] += 1
+                yield _Incoming(row, None, [ValidationIssue("", "", Rule.IMPORT_FORMAT, row.error or "")])
+                continue
+            converted = convert(row.data, row.label, args.domain)
+            formats[converted.format] += 1
+            yield _Incoming(row, converted.spec, converted.issues)
+
+
+def cmd_import_astra(args: argparse.Namespace) -> int:
+    bad = [f for f in args.files if not Path(f).is_file() or Path(f).suffix.lower() not in SUFFIXES]
+    if bad:
+        raise CliError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
+    store = _store(args, "a")
+    rejects = _Rejects(args.rejects)
+    formats: Counter = Counter()
+    t0 = time.perf_counter()
+    try:
+        with store:
+            totals = _admit(args, store, _astra_records(args, formats), rejects)
+            total = len(store)
+    except (RuntimeError, SourceError) as exc:
+        raise CliError(f"{exc}") from None
+    finally:
+        rejects.close()
+    records = sum(formats.values())
+    mode = "structure only" if args.no_replay else "structure + replay twice (determinism)"
+    _out(f"\nread {records} ASTRA records in {time.perf_counter() - t0:.1f} s ({mode})")
+    _table("formats", formats, records)
+    _out(
+        f"imported {totals['added']} environments, {totals['duplicates']} already in the store, "
+        f"rejected {rejects.count}"
+    )
+    rejects.summary()
     _out(f"store {args.store} now holds {total}")
     return 1 if rejects.count else 0
 
@@ -232,6 +304,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 concurrency=args.concurrency,
                 total=len(ids),
                 progress=not args.quiet,
+                determinism=not args.no_determinism,
             )
         )
     except RuntimeError as exc:
@@ -243,7 +316,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
                 f.write(json.dumps(issue.to_dict()) + "\n")
     _out(
         f"\nvalidated {report.checked} environments in {dt:.1f} s "
-        f"({report.checked / max(dt, 1e-9):.0f} env/s; replayed {report.replayed})"
+        f"({report.checked / max(dt, 1e-9):.0f} env/s; replayed {report.replayed}"
+        f"{', twice (determinism)' if report.determinism else ''})"
     )
     _out(f"  passed {report.checked - len(report.failed)}, failed {len(report.failed)}")
     if report.issues:
@@ -501,10 +575,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     a.set_defaults(func=cmd_add)
 
+    ia = sub.add_parser(
+        "import-astra",
+        parents=[common],
+        help="import ASTRA's released environments (pipeline step 4/5 records; ASTRA-RL-1k rows are checked)",
+        description="Read ASTRA's environment data (JSON, JSONL or parquet; see env_registry.importers.astra for "
+        "the formats and the field mapping). Each record becomes an environment, is checked structurally and "
+        "its golden calls replayed twice in the sandbox (answers must reproduce); valid ones are added, "
+        "duplicates skipped, rejected ones written with file, place and reasons to the rejects file, and "
+        "counted by rule. ASTRA-RL-1k rows carry no call statements: they are checked and always rejected.",
+    )
+    ia.add_argument("files", nargs="+", metavar="FILE", help=".json, .jsonl or .parquet")
+    ia.add_argument(
+        "--domain", default=DEFAULT_DOMAIN, help=f"domain of records that name none (default {DEFAULT_DOMAIN})"
+    )
+    ia.add_argument("--rejects", help="rejects file (default: <FILE>.rejects.jsonl next to the first input)")
+    ia.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
+    ia.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    ia.set_defaults(func=cmd_import_astra)
+
     v = sub.add_parser("validate", parents=[common], help="check structure and replay golden calls in the sandbox")
     v.add_argument("ids", nargs="*", help="environment ids (default: all)")
     v.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
     v.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    v.add_argument(
+        "--no-determinism",
+        action="store_true",
+        help="replay golden calls once, not twice (faster; tools with random ids or clocks go unnoticed)",
+    )
     v.add_argument("--limit", type=int, help="validate only the first N environments")
     v.add_argument("--report", help="write every issue as JSONL here")
     v.set_defaults(func=cmd_validate)

@@ -16,14 +16,10 @@ Two drivers share the scripts:
 
 from __future__ import annotations
 
-import ast
 import asyncio
-import importlib
-import inspect
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -35,54 +31,11 @@ from astra_verl.rollout.call_log import CallStatus, EpisodeLog
 from astra_verl.rollout.context import drop_worker_context, worker_context
 from astra_verl.sandbox import SandboxPool
 from data_synth.llm import LLMClient, ScriptedBackend
-from env_registry.families.bfcl import BfclEntry, method_classes
+
+# ReplayError and parse_call are re-exported: the family parses ground truth (env validation replays it too)
+from env_registry.families.bfcl import BfclEntry, Call, ReplayError, parse_call, turn_calls  # noqa: F401
 
 DONE_TEXT = "Done."
-
-Call = tuple[str, dict[str, Any]]
-
-
-class ReplayError(ValueError):
-    """A ground-truth call string is not a plain call with literal arguments."""
-
-
-@lru_cache(maxsize=256)
-def _parameters(class_name: str, method: str) -> tuple[str, ...]:
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
-
-    cls = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name]), class_name)
-    params = inspect.signature(getattr(cls, method)).parameters
-    return tuple(n for n in params if n != "self")
-
-
-def parse_call(text: str, owner: dict[str, str]) -> Call:
-    """(name, arguments) of one ground-truth call string."""
-    try:
-        node = ast.parse(text.strip(), mode="eval").body
-    except SyntaxError as exc:
-        raise ReplayError(f"{text!r} does not parse: {exc.msg}") from exc
-    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
-        raise ReplayError(f"{text!r} is not a call of a plain function name")
-    name = node.func.id
-    if name not in owner:
-        raise ReplayError(f"{text!r} calls {name!r}, which none of the entry's classes has")
-    try:
-        args = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
-        positional = [ast.literal_eval(a) for a in node.args]
-    except ValueError as exc:
-        raise ReplayError(f"{text!r} has a non-literal argument") from exc
-    if positional:
-        names = _parameters(owner[name], name)
-        if len(positional) > len(names):
-            raise ReplayError(f"{text!r} passes {len(positional)} positional arguments to {name}{names}")
-        args = {**dict(zip(names, positional, strict=False)), **args}
-    return name, args
-
-
-def turn_calls(entry: BfclEntry) -> list[list[Call]]:
-    owner = method_classes(entry.involved_classes)
-    return [[parse_call(c, owner) for c in turn] for turn in entry.ground_truth]
 
 
 def wrong_calls(entry: BfclEntry) -> list[list[Call]]:

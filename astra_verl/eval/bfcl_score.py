@@ -41,12 +41,12 @@ from typing import Any
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.config import sandbox_settings
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
-from env_registry.families.bfcl import BfclTarget, bfcl_version
+from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
 
 CHECKER_MODULE = "bfcl_checker"
 MODEL_NAME = "astra"  # the model name BFCL's executor keys its instance cache by (inside the session)
 DETAIL_CHARS = 4000
-REQUIRED_PACKAGES = ("bfcl_eval", "mpmath")
+REQUIRED_PACKAGES = SANDBOX_PACKAGES
 # Our hermes parser's kinds for a block that is JSON but not {"name": str, "arguments": object}:
 # BFCL's Qwen handler indexes such a block and raises, which drops the whole step.
 STRUCTURAL_KINDS = frozenset({"not_an_object", "missing_name", "arguments_not_object"})

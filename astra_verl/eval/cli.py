@@ -58,10 +58,9 @@ from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.sandbox import SandboxConfig, SandboxPool
 from astra_verl.strict import SettingsError
 from data_synth.llm import LLMConfig, LLMUnavailable, build_client
-from env_registry.families.bfcl import CATEGORIES, build
+from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
-MAX_OUTPUT_CHARS = 200_000  # BFCL does not truncate observations; long_context ones pass 20,000
 
 
 def _categories(text: str) -> list[str]:

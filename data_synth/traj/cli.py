@@ -14,6 +14,9 @@ trajectories (docs/method.md §1). Every step is resumable: rerun the same comma
     export            sft.parquet (verl), trajectories.jsonl, funnel.json, report.md + plots
     funnel            print the funnel of the run so far
     run INPUT...      all of the above, in order
+    import-astra FILE... --out sft.parquet
+                      ASTRA-SFT conversations (OpenAI messages + tools, or the ASTRA-SFT-1k release) to
+                      the same SFT parquet, checked as our own trajectories (see traj/astra_import.py)
 
 Examples:
     python -m data_synth traj run tools/ --run-dir runs/t1 --llm-base-url http://h:8000/v1 --llm-model qwen3-32b
@@ -37,6 +40,7 @@ import yaml
 
 from data_synth.llm import LLMConfig, add_llm_arguments
 from data_synth.pipeline import Shard, read_envelopes, read_outputs
+from data_synth.traj import astra_import
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.graph import plot_graph, write_graphml
 from data_synth.traj.records import GraphRecord, Server
@@ -172,6 +176,9 @@ async def _main(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["import-astra"]:  # no run directory: a conversion with its own options
+        return astra_import.main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return asyncio.run(_main(args))

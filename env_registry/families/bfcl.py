@@ -14,9 +14,11 @@ One entry becomes:
   turn as `question`, and provenance `bfcl-eval==<version>:<entry id>`. BFCL has no final answer
   and no sub-question trace: its checker compares API state and call results turn by turn. So
   `sub_questions` is empty and `final_answer` is "" rather than something the F1 reward could
-  misread; `scenario_type` (a required field) is `multi_hop`. Such specs fail exactly two of
-  `env_registry validate`'s QA rules (non_empty: the final answer; has_tool_node) and pass
-  every other rule, the tool rules included.
+  misread; `scenario_type` (a required field) is `multi_hop`. Such specs break exactly two of
+  the QA rules of `check_structure` (non_empty: the final answer; has_tool_node) and pass every
+  other rule, the tool rules included. `env_registry validate` waives those two for this family
+  and replays the entry's ground-truth calls instead of golden calls, twice in fresh sessions
+  (determinism; `VALIDATION`, see `env_registry.family_rules`).
 - a verl row (`export_rows`): env_registry's row with `agent_name="astra_tool_agent"`, the
   held-back functions removed from the shown tools, `extra_info.interaction_kwargs` for the
   `bfcl_multi_turn` hook (the later user turns and the tools each adds, as JSON), and
@@ -31,7 +33,10 @@ from the start, only hidden; the hook reveals it at the turn BFCL names (`tool_p
 
 from __future__ import annotations
 
+import ast
+import importlib
 import importlib.metadata
+import inspect
 import json
 import os
 import time
@@ -47,6 +52,7 @@ from pydantic import BaseModel, ConfigDict
 from env_registry.export import ExportConfig, count_prompt_tokens, tool_schemas, write_parquet
 from env_registry.export import export_rows as registry_rows
 from env_registry.families.bfcl_tools import description, parameters_schema, wrapper_source
+from env_registry.family_rules import FamilyRules, ReplayCall
 from env_registry.rows import RowInfo
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, ToolSpec
 from env_registry.store import EnvStore
@@ -215,6 +221,93 @@ def entry_spec(entry: BfclEntry, version: str | None = None) -> EnvSpec:
         tools=tools,
         provenance=Provenance(generator=GENERATOR, source=f"bfcl-eval=={version or bfcl_version()}:{entry.id}"),
     )
+
+
+Call = tuple[str, dict[str, Any]]
+
+
+class ReplayError(ValueError):
+    """A ground-truth call string is not a plain call with literal arguments."""
+
+
+@lru_cache(maxsize=256)
+def _parameters(class_name: str, method: str) -> tuple[str, ...]:
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
+    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
+
+    cls = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name]), class_name)
+    params = inspect.signature(getattr(cls, method)).parameters
+    return tuple(n for n in params if n != "self")
+
+
+def parse_call(text: str, owner: dict[str, str]) -> Call:
+    """(name, arguments) of one ground-truth call string."""
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ReplayError(f"{text!r} does not parse: {exc.msg}") from exc
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        raise ReplayError(f"{text!r} is not a call of a plain function name")
+    name = node.func.id
+    if name not in owner:
+        raise ReplayError(f"{text!r} calls {name!r}, which none of the entry's classes has")
+    try:
+        args = {kw.arg: ast.literal_eval(kw.value) for kw in node.keywords}
+        positional = [ast.literal_eval(a) for a in node.args]
+    except ValueError as exc:
+        raise ReplayError(f"{text!r} has a non-literal argument") from exc
+    if positional:
+        names = _parameters(owner[name], name)
+        if len(positional) > len(names):
+            raise ReplayError(f"{text!r} passes {len(positional)} positional arguments to {name}{names}")
+        args = {**dict(zip(names, positional, strict=False)), **args}
+    return name, args
+
+
+def turn_calls(entry: BfclEntry) -> list[list[Call]]:
+    owner = method_classes(entry.involved_classes)
+    return [[parse_call(c, owner) for c in turn] for turn in entry.ground_truth]
+
+
+# -- validation ------------------------------------------------------------------------------
+
+SANDBOX_PACKAGES = ("bfcl_eval", "mpmath")  # what the wrappers and BFCL's classes import
+MAX_OUTPUT_CHARS = 200_000  # BFCL does not truncate observations; long_context ones pass 20,000
+
+
+def entry_of(env: EnvSpec) -> BfclEntry:
+    """The BFCL entry an environment was built from (`provenance.source`), from the installed
+    bfcl-eval, which must be the version the environment was built with."""
+    source = env.provenance.source or ""
+    version, _, entry_id = source.partition(":")
+    if version != f"bfcl-eval=={bfcl_version()}":
+        raise BfclDataError(
+            f"environment {env.id} was built from {source!r}, but bfcl-eval=={bfcl_version()} is installed; "
+            "rebuild the store with the installed version"
+        )
+    category = entry_id.removeprefix("multi_turn_").rpartition("_")[0]
+    return load_entries([category], ids=[entry_id])[0]
+
+
+def ground_truth_replay(env: EnvSpec) -> list[ReplayCall]:
+    """BFCL's ground-truth calls of the environment's entry, every turn in order (BFCL's checker,
+    not an expected answer, judges their results)."""
+    index = {t.name: i for i, t in enumerate(env.tools)}
+    return [
+        ReplayCall(f"ground_truth[{t}][{k}]", index[name], args)
+        for t, turn in enumerate(turn_calls(entry_of(env)))
+        for k, (name, args) in enumerate(turn)
+    ]
+
+
+# No final answer and no sub-question trace: BFCL's checker judges an episode turn by turn.
+_NOT_APPLICABLE = {("non_empty", "final_answer"), ("has_tool_node", "sub_questions")}
+
+VALIDATION = FamilyRules(
+    replay_calls=ground_truth_replay,
+    waives=lambda rule, field: (rule, field) in _NOT_APPLICABLE,
+    sandbox={"packages": list(SANDBOX_PACKAGES), "max_output_chars": MAX_OUTPUT_CHARS, "call_timeout_s": 30.0},
+)
 
 
 class BfclTarget(BaseModel):

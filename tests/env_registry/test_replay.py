@@ -72,3 +72,35 @@ def test_replay_names_modules_as_the_rollout_does(envs):
             return await replay_env(env, pool)
 
     assert asyncio.run(main()) == []
+
+
+def _wrapped(env, extra: str):
+    """`env` with its first tool's output wrapped in a dict that adds `extra` (a Python expression)."""
+    tool = env.tools[0].name
+
+    def wrap(e):
+        e.tools[0].source += (
+            f"\n\n_inner = {tool}\n\n\ndef {tool}(**kwargs):\n"
+            f"    import time, uuid\n    return {{'result': _inner(**kwargs), 'extra': {extra}}}\n"
+        )
+
+    return _corrupt(env, wrap)
+
+
+def test_determinism_rejects_random_ids_and_clocks_and_shows_both_outputs(envs):
+    env = envs[1]
+    random_id = _wrapped(env, "'TXN' + uuid.uuid4().hex[:12]")
+    clock = _wrapped(env, "time.strftime('%H:%M:%S')")  # whole seconds: caught only because replays are >= 1 s apart
+    steady = _wrapped(env, "'TXN123456789'")
+    report = validate_envs([env, random_id, clock, steady], concurrency=4, progress=False)
+    assert report.determinism and report.replayed == 4
+    assert env.id not in report.issues and steady.id not in report.issues
+    for bad in (random_id, clock):
+        issues = report.issues[bad.id]
+        assert {i.rule for i in issues} == {Rule.DETERMINISM}
+        assert all(i.field.startswith("tools[0].golden_calls[") for i in issues)
+    message = report.issues[random_id.id][0].message
+    assert "two fresh sessions" in message and message.count("TXN") == 2  # both outputs are shown
+    # the second replay is what catches them: replayed once, both pass
+    once = validate_envs([random_id, clock], concurrency=4, progress=False, determinism=False)
+    assert once.ok and not once.determinism
