@@ -8,14 +8,17 @@
     python -m env_registry --store envs export-parquet --out data --mixing banded --tokenizer /models/qwen
     python -m env_registry schema
 
-The store defaults to $ASTRA_ENV_STORE, else ./env_store. Exit status: 0 when everything
-passed, 1 when some record or environment was rejected or failed validation, 2 on usage errors.
+The store defaults to $ASTRA_ENV_STORE, else ./env_store. Exit status (as every astra-verl
+command line, `env_registry.clikit`): 0 when everything passed, 1 when some record or environment
+was rejected or failed validation, 2 when the command could not run (usage, unreadable input,
+unwritable output), 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -24,14 +27,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from env_registry.clikit import UsageError, add_quiet, run_cli
 from env_registry.spec import ScenarioType, spec_json_schema
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
-
-
-class CliError(Exception):
-    """A usage or input error: printed as one line on stderr, exit status 2."""
 
 
 def _out(line: str = "") -> None:
@@ -47,10 +47,12 @@ def _table(title: str, counts: Counter, total: int) -> None:
 def _store(args: argparse.Namespace, mode: str = "r"):
     from env_registry.store import EnvStore
 
+    if Path(args.store).exists() and not Path(args.store).is_dir():
+        raise UsageError(f"--store {args.store} is a file, not a store directory; pass a directory")
     try:
         return EnvStore.open(args.store, mode)
     except FileNotFoundError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -71,9 +73,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         stream = iter_generate(
             args.n, args.seed, args.max_hops, _csv(args.domains), scenario_types=_csv(args.scenario_types)
         )
-        store = _store(args, "a")
+        first = next(stream, None)  # the generator checks its arguments on the first draw: before the store exists
     except ValueError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
+    store = _store(args, "a")
+    stream = itertools.chain([first] if first is not None else [], stream)
     added = dupes = broken = 0
     types: Counter = Counter()
     domains: Counter = Counter()
@@ -142,7 +146,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
-        raise CliError(f"no such file: {', '.join(missing)}")
+        raise UsageError(f"no such file: {', '.join(missing)}")
     store = _store(args, "a")
     rejects = _Rejects(args.rejects)
     totals: Counter = Counter()
@@ -188,7 +192,7 @@ def cmd_add(args: argparse.Namespace) -> int:
                 flush(pending)
             total = len(store)
     except RuntimeError as exc:  # replay without a sandbox
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     finally:
         rejects.close()
     mode = "structure only" if args.no_replay else "structure + replay"
@@ -215,7 +219,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         ids = ids[: args.limit]
     missing = [i for i in ids if i not in store]
     if missing:
-        raise CliError(f"not in the store: {missing[:5]}")
+        raise UsageError(f"not in the store: {missing[:5]}")
     t0 = time.perf_counter()
     try:
         report = asyncio.run(
@@ -228,7 +232,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
         )
     except RuntimeError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     dt = time.perf_counter() - t0
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
@@ -339,7 +343,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         matches = [i for i in store.ids() if i.startswith(env_id)] if len(env_id) >= 6 else []
         if len(matches) != 1:
             why = "is ambiguous" if matches else "matches no environment"
-            raise CliError(f"{env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
+            raise UsageError(f"{env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
         env_id = matches[0]
     _out(json.dumps(store.get(env_id).model_dump(mode="json"), indent=2, ensure_ascii=False))
     return 0
@@ -359,7 +363,7 @@ def _mixer(args: argparse.Namespace, store):
     try:
         from astra_verl.rollout.mixing import build_mixer
     except ImportError as exc:
-        raise CliError(
+        raise UsageError(
             f"--mixing {args.mixing} needs astra_verl.rollout.mixing (part of astra-verl), which is not "
             f"available here ({exc}); install astra-verl, or export with --mixing none"
         ) from None
@@ -377,7 +381,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     from env_registry.export import ExportConfig, ExportError, export_rows, write_export
 
     if args.max_prompt_length is not None and not args.tokenizer:
-        raise CliError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
+        raise UsageError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
     store = _store(args)
     domains = set(_csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
@@ -400,7 +404,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             store, envs, config=config, mixer=_mixer(args, store), tokenizer=tokenizer, progress=not args.quiet
         )
     except ExportError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     folder = write_export(
         result, args.out, config, {"store": str(Path(args.store).resolve()), "tokenizer": args.tokenizer}
     )
@@ -438,7 +442,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
         try:
             n = write_golden_sft(args.rl_parquet, args.out, progress=progress)
         except GoldenSFTError as exc:
-            raise CliError(str(exc)) from None
+            raise UsageError(str(exc)) from None
     _out(f"wrote {n} golden SFT conversations to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -455,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     store_help = "store directory (default: $ASTRA_ENV_STORE or ./env_store)"
     p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_quiet(p)
     # The same two options after the command name (`generate --store x -q`); SUPPRESS keeps the
     # top-level value when they are not repeated there.
     common = argparse.ArgumentParser(add_help=False)
@@ -551,11 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    return run_cli(lambda: args.func(args))
 
 
 if __name__ == "__main__":
