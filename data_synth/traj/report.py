@@ -1,4 +1,4 @@
-"""The run report: `report.md` with the funnel and what was kept, plus plots in `plots/`.
+"""The run report: `report/report.md` with the funnel and what was kept, plus plots in `report/plots/`.
 
 Built with the shared `data_synth.report.Report`: the funnel (table and plot), rejection and
 error reasons, then the plots of this pipeline: judge scores of every judged trajectory (kept
@@ -47,7 +47,7 @@ def _kept_summary(kept: list[JudgedTrajectory]) -> str:
 
 def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajectory]) -> Path:
     run_dir = Path(run_dir)
-    report = Report("Trajectory synthesis report", run_dir, plot_dir="plots")
+    report = Report("Trajectory synthesis report", run_dir / "report", plot_dir="plots")
     report.text(f"Run directory: `{run_dir.resolve()}`")
     report.funnel(funnel)
     report.rejections(funnel)

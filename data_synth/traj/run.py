@@ -239,8 +239,11 @@ class Runner:
         (self.run_dir / "export.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
         return counts
 
-    async def run_all(self, paths: list[str], *, fmt: str | None = None, domain: str = "") -> dict[str, Any]:
-        await self.ingest(paths, fmt=fmt, domain=domain)
+    async def run_all(
+        self, paths: list[str], *, fmt: str | None = None, domain: str = ""
+    ) -> tuple[list[RunStats], dict[str, Any]]:
+        """Every step, then the export: (what each step did, the export summary)."""
+        stats = [await self.ingest(paths, fmt=fmt, domain=domain)]
         for name in ("graph", "chains", "verify", "tasks", "augment", "score", "interact", "judge"):
-            await getattr(self, name)()
-        return self.export()
+            stats.append(await getattr(self, name)())
+        return stats, self.export()
