@@ -407,7 +407,7 @@ class EnvRun:
 
 def step_settings(args: argparse.Namespace) -> dict[str, dict]:
     """What decides each step's records (see data_synth.pipeline.manifest), for this command's steps."""
-    model = {"llm_model": args.llm_model or ""}
+    model = {"llm_model": args.llm_model or args.llm_responder or args.llm_scripted or ""}
     judge = {**model, "judge_temperature": getattr(args, "judge_temperature", None)}
     every = {
         "env.decompose": lambda: {
