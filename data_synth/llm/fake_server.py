@@ -108,7 +108,7 @@ class FakeOpenAIServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
-        self._runner = web.AppRunner(app, access_log=None)
+        self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=1.0)  # a test server stops at once
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
