@@ -46,7 +46,9 @@ install_requires = [
 extras_require = {
     # verl's own tested GPU stack (vllm 0.24.0, torch 2.11.0).
     "gpu": [f"verl[vllm]=={VERL_VERSION}"],
-    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "ruff>=0.6"],
+    # import-linter checks the import layers (.importlinter) from the test suite: a contract
+    # checker over the whole import graph, function-level imports included, beats a hand-rolled one.
+    "test": ["pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2", "ruff>=0.6", "import-linter>=2.1"],
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
     # Real MCP servers as tool backends in trajectory synthesis.
     "mcp": ["mcp>=1.0"],

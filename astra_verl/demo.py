@@ -26,10 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from astra_verl.sandbox import describe_isolation
 
 STAGE_TIMEOUT_S = 900
 
@@ -60,11 +63,10 @@ def py(*args: str) -> list[str]:
 
 
 def check_plugin() -> None:
+    # Lazy: verl is heavy (torch, ray) and the demo's first stages run without it.
     import verl  # noqa: F401  - loads astra_verl.plugin through the verl.plugins entry point
     from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
     from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
-
-    from astra_verl.sandbox import describe_isolation
 
     loops = sorted(n for n in _agent_loop_registry if n.startswith("astra"))
     rewards = sorted(n for n in REWARD_MANAGER if n.startswith("astra"))
@@ -127,8 +129,6 @@ def main(argv: list[str] | None = None) -> None:
     banner("3. envs: procedural environments (no LLM), their statistics and a plot")
     t0 = time.perf_counter()
     if store.exists():  # a rerun starts from the same seed, so it would add nothing; start clean for clarity
-        import shutil
-
         shutil.rmtree(store)
     run(py("-m", "env_registry", "--store", str(store), "-q", "generate", "--n", str(args.envs),
            "--max-hops", str(args.max_hops), "--seed", str(args.seed)), out)  # fmt: skip

@@ -4,6 +4,13 @@ verl swallows a failing plugin import at debug level (verl/__init__.py, the entr
 so a broken part of astra-verl would otherwise vanish without a trace and a run would later
 fail with "Unknown reward manager" far from the cause. Every failure is therefore logged here
 at error level, with its traceback, before it is re-raised.
+
+Import rule. verl imports this module at the end of its own `__init__`, so whichever of our
+modules first reaches `import verl` is still half-loaded while the modules below are imported.
+Hence a module that imports verl is a leaf: the registering modules below and entry points
+(CLIs, harnesses) import verl; nothing the registering modules import does, and none of them
+imports another by name. Shared pieces live in verl-free modules (`rollout.call_parsing`,
+`reward.sample`, ...). `tests/test_imports.py` imports every module first in a fresh process.
 """
 
 from __future__ import annotations
@@ -11,11 +18,16 @@ from __future__ import annotations
 import importlib
 import logging
 
+from hydra.core.plugins import Plugins
+
+from hydra_plugins.astra_verl.astra_verl_searchpath import AstraVerlSearchPathPlugin
+
 logger = logging.getLogger("astra_verl")
 
 # Each module registers itself into a verl registry when imported; the comment names what.
 REGISTERING_MODULES: tuple[str, ...] = (
     "astra_verl.platform.cpu",  # verl platform "cpu" (selected by VERL_PLATFORM=cpu)
+    "astra_verl.rollout.tool_parser",  # tool parsers "astra_hermes" (astra_<multi_turn.format>)
     "astra_verl.rollout.agent_loop",  # agent loop "astra_tool_agent"
     "astra_verl.reward.managers",  # reward managers "astra_f1", "astra_recall", "astra_precision"
     "astra_verl.eval.bfcl_reward",  # reward manager "astra_bfcl" and the hook "bfcl_multi_turn"
@@ -55,10 +67,6 @@ def register_recipe_search_path() -> None:
     by that scan; for editable ones the same plugin class is registered here, which Hydra
     de-duplicates. main_ppo and the SFT trainer import verl before Hydra composes.
     """
-    from hydra.core.plugins import Plugins
-
-    from hydra_plugins.astra_verl.astra_verl_searchpath import AstraVerlSearchPathPlugin
-
     Plugins.instance().register(AstraVerlSearchPathPlugin)
 
 

@@ -46,6 +46,7 @@ def _corpus() -> list[str]:
 
 def build_tokenizer(vocab_size: int = 2048):
     """A transformers fast tokenizer with our chat template; deterministic."""
+    # Lazy (here and below): tokenizers, transformers and torch are heavy; tests import this module early.
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

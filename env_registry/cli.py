@@ -28,7 +28,23 @@ from pathlib import Path
 from typing import Any
 
 from env_registry.clikit import UsageError, add_quiet, run_cli
+from tqdm.auto import tqdm
+
+from env_registry.export import (
+    DEFAULT_INTERACTION,
+    DEFAULT_SYSTEM_PROMPT,
+    ExportConfig,
+    ExportError,
+    export_rows,
+    write_export,
+)
+from env_registry.families.procedural import DOMAINS, iter_generate
+from env_registry.golden_sft import GoldenSFTError, write_golden_sft
+from env_registry.mixing import build_mixer
+from env_registry.shape import shape_of
 from env_registry.spec import ScenarioType, spec_json_schema
+from env_registry.store import EnvStore
+from env_registry.validate import check_structure, parse_record, validate_stream
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
@@ -45,8 +61,6 @@ def _table(title: str, counts: Counter, total: int) -> None:
 
 
 def _store(args: argparse.Namespace, mode: str = "r"):
-    from env_registry.store import EnvStore
-
     if Path(args.store).exists() and not Path(args.store).is_dir():
         raise UsageError(f"--store {args.store} is a file, not a store directory; pass a directory")
     try:
@@ -63,11 +77,6 @@ def _csv(value: str | None) -> list[str] | None:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from env_registry.families.procedural import iter_generate
-    from env_registry.validate import check_structure
-
     t0 = time.perf_counter()
     try:
         stream = iter_generate(
@@ -140,10 +149,6 @@ class _Rejects:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from env_registry.validate import check_structure, parse_record, validate_stream
-
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         raise UsageError(f"no such file: {', '.join(missing)}")
@@ -211,8 +216,6 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from env_registry.validate import validate_stream
-
     store = _store(args)
     ids = args.ids or store.ids()
     if args.limit:
@@ -256,10 +259,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from env_registry.shape import shape_of
-
     store = _store(args)
     domains: Counter = Counter()
     types: Counter = Counter()
@@ -316,6 +315,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def _plot(path: str, panels: dict[str, Counter], n: int) -> None:
+    # Lazy: matplotlib is heavy to import and only `stats --plot` draws.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -360,13 +360,6 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def _mixer(args: argparse.Namespace, store):
     if args.mixing == "none":
         return None
-    try:
-        from astra_verl.rollout.mixing import build_mixer
-    except ImportError as exc:
-        raise UsageError(
-            f"--mixing {args.mixing} needs astra_verl.rollout.mixing (part of astra-verl), which is not "
-            f"available here ({exc}); install astra-verl, or export with --mixing none"
-        ) from None
     opts: dict[str, Any] = {}
     if args.mixing == "banded":
         opts["k"] = args.k
@@ -378,8 +371,6 @@ def _mixer(args: argparse.Namespace, store):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from env_registry.export import ExportConfig, ExportError, export_rows, write_export
-
     if args.max_prompt_length is not None and not args.tokenizer:
         raise UsageError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
     store = _store(args)
@@ -387,7 +378,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     envs = store.filter(lambda e: e.domain in domains) if domains else store
     tokenizer = None
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: heavy to import, only --tokenizer needs it
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     config = ExportConfig(
@@ -428,10 +419,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_export_sft(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
-    from env_registry.golden_sft import GoldenSFTError, write_golden_sft
-
     t0 = time.perf_counter()
     with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
 
@@ -451,9 +438,6 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from env_registry.export import DEFAULT_INTERACTION, DEFAULT_SYSTEM_PROMPT
-    from env_registry.families.procedural import DOMAINS
-
     p = argparse.ArgumentParser(
         prog="python -m env_registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

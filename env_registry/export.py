@@ -14,7 +14,7 @@ Tools. The prompt carries no tool schemas: the agent loop renders `RowInfo.tools
 through the store) with the chat template. Which tools a row shows is decided here, once, by a
 mixer `(env, seed) -> list[ToolRef]` returning the episode's whole tool list in prompt order:
 the environment's own tools and distractors from other environments, already shuffled
-(`astra_verl.rollout.mixing.build_mixer` builds one). Without a mixer a row shows its own tools
+(`env_registry.mixing.build_mixer` builds one). Without a mixer a row shows its own tools
 in spec order. The export checks the mixer's list: every own tool exactly once, unique names,
 distractors only from other environments and present in the store.
 
@@ -45,6 +45,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from tqdm.auto import tqdm
 
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef
 from env_registry.spec import EnvSpec
@@ -185,8 +189,6 @@ def export_rows(
 ) -> ExportResult:
     """Rows for `envs` (default: the whole store). `store` resolves distractors and is recorded
     in each row (`RowInfo.store`) as an absolute path."""
-    from tqdm.auto import tqdm
-
     cfg = config or ExportConfig()
     if cfg.max_prompt_length is not None and tokenizer is None:
         raise ExportError("max_prompt_length needs a tokenizer to measure prompts")
@@ -235,9 +237,6 @@ def export_rows(
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path, schema: Any = None) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
@@ -246,8 +245,6 @@ def write_parquet(rows: list[dict[str, Any]], path: Path, schema: Any = None) ->
 
 def write_export(result: ExportResult, out: str | Path, config: ExportConfig, extra: dict[str, Any]) -> Path:
     """Write `<out>/mix_<mode>/{train,val}.parquet`, `dropped.jsonl`, `manifest.json`; returns the folder."""
-    import pyarrow as pa
-
     folder = Path(out) / f"mix_{config.mixing_mode}"
     sample = (result.train or result.val)[:1]
     schema = pa.Table.from_pylist(sample).schema if sample else None  # an empty split keeps the columns

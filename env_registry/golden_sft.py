@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from astra_verl.sandbox import BatchJob, Module, Program, run_programs
 from env_registry.export import tool_schemas
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo
@@ -93,10 +98,6 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
 
 def golden_rows(rl_parquet: str | Path, progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """One golden SFT conversation per row of an exported RL parquet; tool outputs from the sandbox."""
-    import pandas as pd
-
-    from astra_verl.sandbox import BatchJob, Module, Program, run_programs
-
     stores: dict[str, EnvStore] = {}
     plans = [plan_row(row, stores) for row in pd.read_parquet(rl_parquet).to_dict("records")]
     jobs = [
@@ -111,9 +112,6 @@ def golden_rows(rl_parquet: str | Path, progress: Callable[[int, int], None] | N
 
 
 def write_golden_sft(rl_parquet: str | Path, out: str | Path, progress=None) -> int:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     rows = golden_rows(rl_parquet, progress=progress)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), out)

@@ -52,7 +52,9 @@ from typing import Any
 import jsonschema
 import networkx as nx
 from pydantic import ValidationError
+from tqdm.auto import tqdm
 
+from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
 from env_registry.matching import answer_in_text
 from env_registry.shape import classify, shape_of
 from env_registry.spec import AnswerRule, EnvSpec, ToolSpec
@@ -457,8 +459,6 @@ def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
 async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
     """Run every golden call of `env` in one fresh sandbox session; issues for failures and
     outputs that miss `expected`. `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
-    from astra_verl.sandbox.protocol import Module, Program
-
     out = _Issues(env.id)
     program = Program(tuple(Module(name=replay_module(t.name, env.id), source=t.source) for t in env.tools))
     session = await sandbox.open_session(program)
@@ -538,8 +538,6 @@ async def validate_stream(
     """Structure of every environment, then replay of the structurally sound ones, `chunk`
     environments at a time (memory stays bounded on large stores). Without a `sandbox`, replay
     starts the project's `SandboxPool` for the run."""
-    from tqdm.auto import tqdm
-
     if replay and sandbox is None:
         async with default_sandbox() as pool:
             return await validate_stream(
@@ -584,12 +582,5 @@ def validate_envs(envs: Iterable[EnvSpec], **kw: Any) -> ValidationReport:
 
 
 def default_sandbox() -> Any:
-    """The project's sandbox pool (an async context manager); a clear error when it is missing."""
-    try:
-        from astra_verl.sandbox import SandboxConfig, SandboxPool
-    except ImportError as exc:
-        raise RuntimeError(
-            f"golden-call replay needs the sandbox (astra_verl.sandbox.SandboxPool), which is not available: {exc}. "
-            "Validate with --no-replay (structure only) until it is installed."
-        ) from exc
+    """The project's sandbox pool (an async context manager)."""
     return SandboxPool(SandboxConfig())

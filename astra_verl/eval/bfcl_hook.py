@@ -46,6 +46,7 @@ HOOK_NAME = "bfcl_multi_turn"
 
 
 def bfcl_prompts() -> Any:
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants import default_prompts
 
     return default_prompts

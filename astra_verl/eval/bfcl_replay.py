@@ -27,6 +27,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
+from astra_verl.eval.bfcl_score import BfclScoringError, call_string, execute_steps, trainer_sandbox_config
+from astra_verl.eval.chat_rollout import ChatRollout
+from astra_verl.rollout.call_log import CallStatus, EpisodeLog
+from astra_verl.sandbox import SandboxPool, shared_sandbox
+from data_synth.llm import LLMClient, ScriptedBackend
 from env_registry.families.bfcl import BfclEntry, method_classes
 
 DONE_TEXT = "Done."
@@ -40,6 +47,7 @@ class ReplayError(ValueError):
 
 @lru_cache(maxsize=256)
 def _parameters(class_name: str, method: str) -> tuple[str, ...]:
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
 
     cls = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name]), class_name)
@@ -148,9 +156,6 @@ class ReplaySummary:
 async def observation_mismatches(sandbox: Any, target: Any, log: Any) -> tuple[int, list[str]]:
     """Compare the observations of an episode's executed calls with what BFCL's own executor
     returns for the same calls, in the same order, from the same initial state."""
-    from astra_verl.eval.bfcl_score import BfclScoringError, call_string, execute_steps
-    from astra_verl.rollout.call_log import CallStatus
-
     steps_: list[list[str]] = []
     ours: list[str] = []
     last = None
@@ -191,9 +196,6 @@ def run_replay(
     progress: bool = True,
 ) -> ReplaySummary:
     """Replay ground truth (or `wrong` sequences) for the selected entries into `<out>/results.jsonl`."""
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
-    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
-
     out = Path(out)
     data = prepare(out / "store", categories, ids=ids, limit=limit)
     plans = [wrong_calls(e) if wrong else turn_calls(e) for e in data.entries]
@@ -215,6 +217,7 @@ def run_replay(
     elif via == "agent-loop":
         if not model_dir:
             raise ValueError("--via agent-loop needs --model-dir (a tokenizer + model directory)")
+        # Lazy: verl is heavy and importing it loads our plugin; only --via agent-loop needs it.
         from verl.utils.ray_utils import get_event_loop
 
         get_event_loop().run_until_complete(_loop_replay(data, plans, model_dir, sandbox, overrides, finish))
@@ -227,10 +230,6 @@ def run_replay(
 
 
 async def _chat_replay(data: Any, plans: list[list[list[Call]]], sandbox: Any, finish: Any) -> None:
-    from astra_verl.eval.chat_rollout import ChatRollout
-    from astra_verl.sandbox import SandboxPool
-    from data_synth.llm import LLMClient, ScriptedBackend
-
     labels = [replay_step(e.id) for e in data.entries]
     client = LLMClient(ScriptedBackend(responder=responder(dict(zip(labels, plans, strict=True)))), model="replay")
     async with SandboxPool(sandbox) as pool:
@@ -248,6 +247,7 @@ LOOP_SAMPLING = {"temperature": 0.0, "top_p": 1.0}
 
 def loop_config(model_dir: str, sandbox: Any = None, overrides: Sequence[str] = ()) -> Any:
     """verl's trainer config with `+recipe=astra_bfcl_eval` (what validation through main_ppo uses)."""
+    # Lazy: the harness imports verl (heavy; loads our plugin); only --via agent-loop needs it.
     from astra_verl.rollout.testing import compose_trainer_config
 
     extra = [f"++astra.sandbox.{k}={v}" for k, v in _sandbox_overrides(sandbox).items()]
@@ -263,6 +263,7 @@ def _sandbox_overrides(sandbox: Any) -> dict[str, Any]:
 async def run_loop_episode(config: Any, tokenizer: Any, row: dict[str, Any], script: list[str], index: int = 0):
     """One row through `astra_tool_agent`, its assistant turns scripted (hermes text); returns
     the loop's `AgentLoopOutput`. Must run on verl's event loop."""
+    # Lazy: the harness imports verl (heavy; loads our plugin); only --via agent-loop needs it.
     from astra_verl.rollout.testing import ScriptedServer, make_loop
 
     loop = make_loop(config, ScriptedServer(tokenizer, script), tokenizer)
@@ -275,11 +276,7 @@ async def run_loop_episode(config: Any, tokenizer: Any, row: dict[str, Any], scr
 async def _loop_replay(
     data: Any, plans: list[list[list[Call]]], model_dir: str, sandbox: Any, overrides: Sequence[str], finish: Any
 ) -> None:
-    from transformers import AutoTokenizer
-
-    from astra_verl.eval.bfcl_score import trainer_sandbox_config
-    from astra_verl.rollout.call_log import EpisodeLog
-    from astra_verl.sandbox import shared_sandbox
+    from transformers import AutoTokenizer  # lazy: heavy, only --via agent-loop tokenizes
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = loop_config(model_dir, sandbox, overrides)

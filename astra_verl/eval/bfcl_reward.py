@@ -28,7 +28,7 @@ from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from astra_verl.eval import bfcl_hook
 from astra_verl.eval.bfcl_score import check_sandbox_config, score_episode, trainer_sandbox_config
-from astra_verl.reward.managers import (
+from astra_verl.reward.sample import (
     RewardInputError,
     last_outputs,
     parse_ground_truth,

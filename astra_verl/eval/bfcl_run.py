@@ -34,10 +34,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from astra_verl.eval.bfcl_score import BfclVerdict, score_episode
 from astra_verl.rollout.call_log import EpisodeLog
 from env_registry.families import bfcl
 from env_registry.families.bfcl import CATEGORIES, CATEGORY_LABELS, BfclEntry, BfclTarget
+from env_registry.store import EnvStore
 
 RESULTS_VERSION = 1
 
@@ -71,8 +74,6 @@ def prepare(
     progress: bool = False,
 ) -> BfclSet:
     """Load the entries, add their environments to the store at `store_dir`, build their rows."""
-    from env_registry.store import EnvStore
-
     entries = bfcl.load_entries(categories, ids, limit)
     version = bfcl.bfcl_version()
     specs = [bfcl.entry_spec(e, version) for e in entries]
@@ -184,8 +185,6 @@ async def evaluate(
     """Run and score every entry not yet scored in `results`; `run_episode(i)` returns
     (EpisodeLog, messages, usage) for entry i. Exceptions in `errors` become error records;
     anything else propagates (a bug, or the sandbox itself failing)."""
-    from tqdm.auto import tqdm
-
     todo = [i for i, e in enumerate(data.entries) if not results.done(e.id)]
     counts = {"run": 0, "valid": 0, "errors": 0, "skipped": len(data.entries) - len(todo)}
     gate = asyncio.Semaphore(max(1, concurrency))

@@ -34,7 +34,10 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.sandbox import SandboxConfig
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from env_registry.families.bfcl import BfclTarget, bfcl_version
 
@@ -243,10 +246,6 @@ async def _run(sandbox: Sandbox, function: str, args: dict[str, Any], entry_id: 
 
 def trainer_sandbox_config(trainer_config: Any) -> Any:
     """The `SandboxConfig` of a trainer config's `astra.sandbox` section (what the agent loop uses)."""
-    from omegaconf import DictConfig, OmegaConf
-
-    from astra_verl.sandbox import SandboxConfig
-
     section = OmegaConf.select(trainer_config, "astra.sandbox", default=None)
     if isinstance(section, DictConfig):
         section = OmegaConf.to_container(section, resolve=True)

@@ -19,18 +19,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from uuid import uuid4
 
 from astra_verl.rollout.call_log import CallRecord, EpisodeLog, Termination
-from astra_verl.rollout.hooks import EnvironmentHook, HookAction, HookError, create_hook
-from astra_verl.rollout.tool_parser import ParsedCall
+from astra_verl.rollout.call_parsing import ParsedCall
+from astra_verl.rollout.episode_hook import create_hook
+from astra_verl.rollout.hooks import EnvironmentHook, HookAction, HookError
 from astra_verl.rollout.toolset import ToolCatalog, Toolset
+from data_synth.llm.types import ToolCall
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec
-
-if TYPE_CHECKING:
-    from data_synth.llm.types import ToolCall
 
 
 @dataclass

@@ -27,9 +27,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from data_synth.llm import LLMConfig, LLMFlags, PreflightError, preflight
+from tqdm.auto import tqdm
+
+from astra_verl.eval import (
+    bfcl_hook,  # noqa: F401  - registers the hook
+    bfcl_replay,
+)
+from astra_verl.eval.bfcl_run import (
+    RESULTS_VERSION,
+    ResultsFile,
+    evaluate,
+    format_causes,
+    format_table,
+    prepare,
+    summarize,
+)
+from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES, score_episode
+from astra_verl.eval.chat_rollout import ChatRollout
+from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.sandbox import SandboxConfig, SandboxPool
+from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, PreflightError, build_client, preflight
 from env_registry.clikit import UsageError, add_quiet, run_cli
-from env_registry.families.bfcl import CATEGORIES
+from env_registry.families.bfcl import CATEGORIES, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 MAX_OUTPUT_CHARS = 200_000  # BFCL does not truncate observations; long_context ones pass 20,000
@@ -133,9 +152,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
-    from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES
-    from astra_verl.sandbox import SandboxConfig
-
     kw: dict[str, Any] = {
         "packages": list(REQUIRED_PACKAGES),
         "call_timeout_s": float(args.call_timeout),
@@ -152,8 +168,6 @@ def _ids(args: argparse.Namespace) -> list[str] | None:
 
 
 def _report(results, categories, model: str) -> None:
-    from astra_verl.eval.bfcl_run import format_causes, format_table, summarize
-
     scores = summarize(results.records.values(), categories)
     print(format_table(scores, model))
     print("failure causes: " + format_causes(scores).replace("\n", "\n  "))
@@ -168,12 +182,6 @@ def run_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_bfcl(args: argparse.Namespace) -> int:
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
-    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
-    from astra_verl.eval.chat_rollout import ChatRollout
-    from astra_verl.sandbox import SandboxPool
-    from data_synth.llm import LLMUnavailable, build_client
-
     out = run_dir(args)
     try:
         extra_body = json.loads(args.extra_body) if args.extra_body else {}
@@ -237,11 +245,9 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from env_registry.families.bfcl import build
-
     tokenizer = None
     if args.tokenizer:
-        from transformers import AutoTokenizer
+        from transformers import AutoTokenizer  # lazy: heavy, only --tokenizer needs it
 
         tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
     out = build(
@@ -257,13 +263,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
-    from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
-    from astra_verl.eval.bfcl_score import score_episode
-    from astra_verl.rollout.call_log import EpisodeLog
-    from astra_verl.sandbox import SandboxPool
-
     results = ResultsFile(args.results)
     scored = [r for r in results.records.values() if r["status"] == "scored"]
     if not scored:
@@ -297,8 +296,6 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from astra_verl.eval import bfcl_replay
-
     out = Path(args.out) / ("wrong" if args.wrong else "ground_truth") / args.via.replace("-", "_")
     summary = bfcl_replay.run_replay(
         out,

@@ -29,9 +29,13 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import psutil
 import torch
+import verl.utils.distributed as dist_utils
 from verl.plugin.platform.platform_base import PlatformBase
 from verl.plugin.platform.platform_manager import PlatformRegistry
+from verl.workers.rollout import base as rollout_base
+from verl.workers.rollout.replica import RolloutReplicaRegistry
 
 logger = logging.getLogger(__name__)
 
@@ -57,8 +61,6 @@ def applied_workarounds() -> tuple[str, ...]:
 
 def _host_memory() -> tuple[int, int]:
     """(available, total) bytes of host memory: what a device memory query means on CPU."""
-    import psutil
-
     vm = psutil.virtual_memory()
     return int(vm.available), int(vm.total)
 
@@ -181,6 +183,7 @@ class PlatformCPU(PlatformBase):
 
 
 def _load_hf_replica():
+    # verl calls this loader only when rollout.name=hf_cpu; hf_rollout imports ray and transformers.
     from astra_verl.platform.hf_rollout import HFRolloutReplica
 
     return HFRolloutReplica
@@ -194,9 +197,6 @@ def register_rollout_backend() -> None:
     through `_ROLLOUT_REGISTRY` (verl/workers/rollout/base.py::get_rollout_class), a module dict with no
     register function: the entry is added to it directly (guarded by a test).
     """
-    from verl.workers.rollout import base as rollout_base
-    from verl.workers.rollout.replica import RolloutReplicaRegistry
-
     RolloutReplicaRegistry.register(ROLLOUT_NAME, _load_hf_replica)
     rollout_base._ROLLOUT_REGISTRY[(ROLLOUT_NAME, "async")] = "astra_verl.platform.hf_rollout.HFServerAdapter"
 
@@ -225,8 +225,6 @@ def _fix_process_group_init() -> None:
     ::initialize_global_process_group_ray, which hard-code `cpu:gloo,{device}:{backend}` (stop (4) in
     VERL.md). Replaced in the module before any verl worker module imports them by name (engine_workers,
     checkpoint_engine/base and sft_trainer import them after `import verl` has loaded this plugin)."""
-    import verl.utils.distributed as dist_utils
-
     original_ray = dist_utils.initialize_global_process_group_ray
 
     def initialize_global_process_group_ray(timeout_second=None, backend=None):

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
 
 from astra_verl.platform.sampling import SamplingParams, sample_next
 
@@ -72,8 +73,6 @@ class HFEngine:
         trust_remote_code: bool = False,
         attn_implementation: str = "sdpa",
     ) -> None:
-        from transformers import AutoConfig, AutoModelForCausalLM
-
         self.dtype = torch_dtype(dtype)
         self.logprobs_mode = logprobs_mode
         self.eos_token_ids = frozenset(int(t) for t in eos_token_ids)
@@ -227,8 +226,6 @@ class HFEngine:
         out_tokens: list[list[int]] = [[] for _ in requests]
         out_logprobs: list[list[float]] = [[] for _ in requests]
         reasons: list[str | None] = [None] * len(requests)
-
-        from transformers import DynamicCache
 
         cache = DynamicCache()
         step_ids, step_pos = input_ids, positions

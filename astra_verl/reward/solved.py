@@ -23,7 +23,8 @@ Why these choices:
   text (a guess, or a value copied from the question) is not retrieval.
 - Status ok only: a failed call's error message can echo the arguments the model typed.
 - The observation is the text the model saw (after the loop's truncation): an answer cut off
-  by truncation was never delivered to the model.
+  by truncation was never delivered to the model, and a call whose tool message was dropped
+  because it overflowed the response budget (`CallRecord.seen` false) solves nothing.
 - Each sub-question is solved at most once (a set); calling the same tool again solves
   nothing new. What repeated calls cost is the reward's business (`f1.py`, precision).
 
@@ -53,7 +54,7 @@ def _answers(q: TargetSubQuestion, call: CallRecord) -> bool:
 
 def solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:
     """Ids of the tool-needing sub-questions this one call solves, in the target's order."""
-    if call.status is not CallStatus.OK or not call.output or not is_own_tool_call(call, target):
+    if call.status is not CallStatus.OK or not call.seen or not call.output or not is_own_tool_call(call, target):
         return []
     return [q.id for q in target.sub_questions if q.needs_tool and _answers(q, call)]
 

@@ -25,9 +25,20 @@ Injected tokens (tool messages, user turns) have mask 0; `response_mask` is 1 ex
 tokens the model generated (verl's continuous-token bookkeeping keeps that exact).
 
 Each call's `solved` is `astra_verl.reward.solved.solved_by_call` (the reward's definition) on
-the observation the model saw, i.e. after `max_tool_response_length` truncation.
-Termination reasons: `no_tool_call`, `max_turns`, `max_length`, `all_solved`
-(`astra.rollout.stop_when_all_solved`: every tool-needing sub-question solved), `hook`.
+the observation the model saw, i.e. after `max_tool_response_length` truncation, and only once
+the turn's tool messages entered the context: when they overflow `rollout.response_length` they
+are dropped, the episode ends (`max_length`) and those calls are logged `seen=False`, solving
+nothing (the model never read them).
+Termination reasons: `no_tool_call`, `max_turns`, `max_length`, `all_solved`, `hook`.
+With `astra.rollout.stop_when_all_solved`, once every tool-needing sub-question is solved the
+episode ends (`all_solved`) right after that tool round if the target has no sub-question that
+needs no tool or the final answer already solves them; otherwise the model gets one more turn
+for its final answer (a turn without calls ends as usual; calls written in it are not executed
+or logged and the episode ends `all_solved`).
+
+Request ids follow verl's own loops: `det-{priority}` under `rollout.full_determinism`, else a
+fresh uuid4 per episode (one id for all of its turns: the server manager routes a request id to
+the same server, which keeps its prefix cache); `priority` is passed to the server.
 
 The episode's sandbox session opens in the background at the start (its process starts while
 the prompt is tokenized and the first turn generated); the first call awaits it.
@@ -51,19 +62,19 @@ from typing import Any
 from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
-from astra_verl.reward.solved import solved_by_call
+from astra_verl.reward.solved import solved_by_call, solved_by_final_answer
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
-# A module reference, not names: importing tool_parser first imports verl, whose plugin loader
-# imports this module while tool_parser is still half-initialised.
-from . import tool_parser as parsing
 from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
 from .config import read_configs
-from .hooks import EnvironmentHook, HookAction, HookError, create_hook
+from .episode_hook import create_hook
+from .hooks import EnvironmentHook, HookAction, HookError
 from .toolset import MAX_LOGGED_RAW_CHARS, ToolCatalog, Toolset, digest
 
 logger = logging.getLogger(__name__)
@@ -104,6 +115,7 @@ class Episode:
     """The state of one rollout; also the `EpisodeView` hooks read."""
 
     request_id: str
+    priority: int  # verl's per-sample priority (vLLM schedules by it)
     row: RowInfo
     env: EnvSpec
     target: RewardTarget
@@ -116,8 +128,9 @@ class Episode:
     prompt_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
     response_logprobs: list[float] = field(default_factory=list)
-    turn: parsing.ParsedTurn | None = None
+    turn: ParsedTurn | None = None
     solved: set[str] = field(default_factory=set)
+    answer_turn: bool = False  # stop_when_all_solved: the next turn is only for the final answer
     context_rounds: int = 0  # tool-result rounds and injected user turns (verl's num_turns counts them)
     turn_scores: list[float] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -152,15 +165,16 @@ class AstraToolAgentLoop(AgentLoopBase):
             )
         self.settings, self.limits, self.sandbox_config = _settings(self.config)
         parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
-        self.parser = parsing.reporting_parser(parser_name, self.tokenizer)
+        # the parsers register into verl's registry (astra_verl.rollout.tool_parser, loaded by the plugin)
+        self.parser = reporting_parser(parser_name, self.tokenizer, ToolParser._registry)
         self.sandbox: Any = None  # the process's shared pool, bound to the running event loop in `run`
 
     # -- entry point ---------------------------------------------------------------------
-    async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs) -> AgentLoopOutput:
         from astra_verl.sandbox import shared_sandbox
 
         self.sandbox = shared_sandbox(self.sandbox_config)
-        ep = await self._new_episode(kwargs)
+        ep = await self._new_episode(int(priority), kwargs)  # verl hands np.int64 from non_tensor_batch
         # The session's process starts while the prompt is tokenized and the first turn is
         # generated; the first call awaits it (`_session`).
         ep.session = asyncio.ensure_future(self.sandbox.open_session(ep.toolset.program))
@@ -196,7 +210,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             return await self._handle_interacting(ep)
         raise RuntimeError(f"astra_tool_agent: no handler for state {state}")
 
-    async def _new_episode(self, kwargs: dict[str, Any]) -> Episode:
+    async def _new_episode(self, priority: int, kwargs: dict[str, Any]) -> Episode:
         extra_info = kwargs.get("extra_info") or {}
         row = RowInfo.from_extra_info(extra_info)
         interaction_kwargs = kwargs.get("interaction_kwargs") or extra_info.get("interaction_kwargs") or {}
@@ -210,7 +224,8 @@ class AstraToolAgentLoop(AgentLoopBase):
             raise HookError(f"row of environment {row.env_id}: {exc}") from exc
         toolset = _CATALOG.toolset(row, hook.tool_pool())
         return Episode(
-            request_id=uuid4().hex,
+            request_id=f"det-{priority}" if self.rollout_config.full_determinism else uuid4().hex,
+            priority=priority,
             row=row,
             env=_CATALOG.spec(row.store, row.env_id),
             target=_CATALOG.target(row.store, row.env_id),
@@ -253,7 +268,10 @@ class AstraToolAgentLoop(AgentLoopBase):
             sampling_params = {**sampling_params, "stop_token_ids": stops}
         with simple_timer("generate_sequences", ep.metrics):
             output: TokenOutput = await self.server_manager.generate(
-                request_id=ep.request_id, prompt_ids=ep.prompt_ids, sampling_params=sampling_params
+                request_id=ep.request_id,
+                prompt_ids=ep.prompt_ids,
+                sampling_params=sampling_params,
+                priority=ep.priority,
             )
         self._absorb_server_output(ep, output)
         use_logprobs = bool(ep.response_logprobs or output.log_probs)
@@ -273,9 +291,12 @@ class AstraToolAgentLoop(AgentLoopBase):
             return self._terminate(ep, Termination.MAX_LENGTH)
         ep.turn = self.parser.parse(output.token_ids)
         ep.messages.append(self._assistant_message(ep.turn))
+        answer_turn, ep.answer_turn = ep.answer_turn, False
         if not ep.turn.has_calls:
             ep.log.final_answer = ep.turn.content
             return State.INTERACTING
+        if answer_turn:
+            return self._terminate(ep, Termination.ALL_SOLVED)
         if self._turns_exhausted(ep):
             return self._terminate(ep, Termination.MAX_TURNS)
         return State.PROCESSING_TOOLS
@@ -291,7 +312,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             ep.routed_experts = output.routed_experts
 
     @staticmethod
-    def _assistant_message(turn: parsing.ParsedTurn) -> dict[str, Any]:
+    def _assistant_message(turn: ParsedTurn) -> dict[str, Any]:
         message: dict[str, Any] = {"role": "assistant", "content": turn.content}
         calls = [
             {"type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in turn.calls if c.ok
@@ -310,9 +331,11 @@ class AstraToolAgentLoop(AgentLoopBase):
         previous = list(ep.messages)
         pending_user: list[str] = []
         terminate = False
+        records: list[CallRecord] = []
         with simple_timer("tool_calls", ep.metrics):
             for index, call in enumerate(ep.turn.calls):
                 record, text = await self._run_call(ep, index, call)
+                records.append(record)
                 ep.log.calls.append(record)
                 message = {"role": "tool", "content": text}
                 if record.tool:
@@ -327,12 +350,30 @@ class AstraToolAgentLoop(AgentLoopBase):
             ep.messages.append({"role": "user", "content": content})
             ep.log.user_turns += 1
         if not await self._merge_context(ep, previous):
+            for record in records:
+                record.seen = False  # its tool message was dropped: the model never read it
             return self._terminate(ep, Termination.MAX_LENGTH)
+        self._credit(ep, records)
         if terminate:
             return self._terminate(ep, Termination.HOOK)
         if self.settings.stop_when_all_solved and ep.tool_needing and ep.tool_needing <= ep.solved:
-            return self._terminate(ep, Termination.ALL_SOLVED)
+            if not self._leaves_pending(ep):
+                return self._terminate(ep, Termination.ALL_SOLVED)
+            ep.answer_turn = True
         return State.GENERATING
+
+    @staticmethod
+    def _credit(ep: Episode, records: list[CallRecord]) -> None:
+        """Record what each call solved, now that its observation is in the model's context."""
+        for record in records:
+            record.solved = [q for q in solved_by_call(record, ep.target) if q not in ep.solved]
+            ep.solved.update(record.solved)
+
+    @staticmethod
+    def _leaves_pending(ep: Episode) -> bool:
+        """Some sub-question that needs no tool is not yet solved by a final answer."""
+        leaves = {q.id for q in ep.target.sub_questions if not q.needs_tool}
+        return bool(leaves - set(solved_by_final_answer(ep.log.final_answer, ep.target)))
 
     def _apply_midturn(self, ep: Episode, action: HookAction, pending_user: list[str]) -> bool:
         self._reveal(ep, action.add_tools)
@@ -342,7 +383,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             pending_user.append(action.user_message)  # after this turn's tool messages
         return action.terminate
 
-    async def _run_call(self, ep: Episode, index: int, call: parsing.ParsedCall) -> tuple[CallRecord, str]:
+    async def _run_call(self, ep: Episode, index: int, call: ParsedCall) -> tuple[CallRecord, str]:
         """Validate and execute one call attempt; returns its log record and the tool message text."""
         if index >= self.limits.max_parallel_calls:
             text = f"Not executed: at most {self.limits.max_parallel_calls} tool calls are run per turn."
@@ -366,9 +407,6 @@ class AstraToolAgentLoop(AgentLoopBase):
             index=index,
             observe=lambda text: truncate(text, self.limits.max_tool_response_length, self.limits.truncate_side),
         )
-        if record.status is CallStatus.OK or record.status is CallStatus.TOOL_ERROR:
-            record.solved = [q for q in solved_by_call(record, ep.target) if q not in ep.solved]
-            ep.solved.update(record.solved)
         return record, self._format(record.tool, record.status is CallStatus.OK, record.output)
 
     def _format(self, tool: str | None, ok: bool, observed: str) -> str:

@@ -51,6 +51,9 @@ class CallRecord:
     distractor: bool = False  # the tool is an irrelevant tool mixed in from another environment
     source_env: str | None = None  # environment the tool's code came from
     solved: list[str] = field(default_factory=list)  # sub-question ids this call's output solved
+    # False when the call's tool message never entered the model's context (dropped because it
+    # overflowed the response budget): such an output solves nothing.
+    seen: bool = True
     elapsed_s: float = 0.0
 
     @property

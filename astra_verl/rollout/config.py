@@ -7,7 +7,8 @@ verl's keys are reused where they exist (`actor_rollout_ref.rollout.multi_turn.*
 
     astra:
       rollout:
-        stop_when_all_solved: false     # end the episode once every tool sub-question is solved
+        stop_when_all_solved: false     # once every tool sub-question is solved: end, or give one
+                                        # last turn for the final answer if a no-tool one is pending
         tool_message_format: text       # text | json: how an observation is shown to the model
         tool_parser: null               # default: astra_<multi_turn.format>, e.g. astra_hermes
         default_hook: astra_default     # hook for rows without extra_info.interaction_kwargs.name

@@ -21,7 +21,8 @@ A hook instance serves one episode (fresh state per rollout). The row picks it b
 `extra_info.interaction_kwargs.name` (default: `astra.rollout.default_hook`); the rest of
 `interaction_kwargs` is the hook's configuration. Register new hooks with `@register_hook`.
 Interactions written for verl <= 0.7 (`BaseInteraction`) run unchanged through the adapter in
-`astra_verl.rollout.verl_interaction`, configured by `astra.rollout.interaction_config_path`.
+`astra_verl.rollout.verl_interaction`, configured by `astra.rollout.interaction_config_path`;
+`astra_verl.rollout.episode_hook.create_hook` picks an episode's hook among both.
 """
 
 from __future__ import annotations
@@ -112,23 +113,9 @@ def registered_hooks() -> list[str]:
     return sorted(_HOOKS)
 
 
-def create_hook(interaction_kwargs: Any, *, default: str, interaction_config_path: str | None) -> EnvironmentHook:
-    """The hook for one episode, chosen by `interaction_kwargs["name"]` (else `default`)."""
-    kwargs = dict(interaction_kwargs or {})
-    name = kwargs.get("name") or default
-    if name in _HOOKS:
-        return _HOOKS[name](kwargs)
-    if interaction_config_path:
-        from .verl_interaction import interaction_hook
-
-        hook = interaction_hook(interaction_config_path, name, kwargs)
-        if hook is not None:
-            return hook
-    where = f" or in {interaction_config_path}" if interaction_config_path else ""
-    raise HookError(
-        f"interaction_kwargs.name is {name!r}, which is not a registered hook ({registered_hooks()}){where}; "
-        "register it with @register_hook or list it in astra.rollout.interaction_config_path"
-    )
+def hook_factory(name: str) -> HookFactory | None:
+    """The registered hook class named `name`, or None."""
+    return _HOOKS.get(name)
 
 
 @register_hook("astra_default")

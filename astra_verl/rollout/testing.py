@@ -22,6 +22,13 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import hydra
+import torch
+from hydra import compose, initialize_config_module
+from hydra.core.global_hydra import GlobalHydra
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
+from verl.utils.dataset.rl_dataset import RLHFDataset
+from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import TokenOutput
 
 Script = Sequence[str] | Callable[[str, int], str]
@@ -29,9 +36,6 @@ Script = Sequence[str] | Callable[[str, int], str]
 
 def compose_trainer_config(model_path: str, overrides: Sequence[str] = ()) -> Any:
     """verl's `ppo_trainer` config with a rollout name set and the model at `model_path`."""
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
     GlobalHydra.instance().clear()
     base = [
         f"actor_rollout_ref.model.path={model_path}",
@@ -109,8 +113,6 @@ class ModelServer:
         self._lock = asyncio.Lock()
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **kw):
-        import torch
-
         async with self._lock:  # one forward pass at a time; the model is not re-entrant
             torch.manual_seed(self.rng.randrange(2**31))
             input_ids = torch.tensor([prompt_ids])
@@ -141,10 +143,6 @@ def make_loop(
     config: Any, server: Any, tokenizer, *, agent_name: str = "astra_tool_agent", tools: list | None = None
 ) -> Any:
     """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does."""
-    import hydra
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
-    from verl.utils.dataset.rl_dataset import RLHFDataset
-
     return hydra.utils.instantiate(
         config=_agent_loop_registry[agent_name],
         trainer_config=DictConfigWrap(config=config),
@@ -160,8 +158,6 @@ def make_loop(
 
 def run(coro) -> Any:
     """Run a coroutine on verl's event loop (the loop agent loops were constructed on)."""
-    from verl.utils.ray_utils import get_event_loop
-
     return get_event_loop().run_until_complete(coro)
 
 

@@ -32,9 +32,10 @@ from jsonschema.exceptions import best_match
 from astra_verl.sandbox.protocol import Module, Program
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
+from env_registry.store import EnvStore
 
 from .call_log import CallRecord, CallStatus
-from .tool_parser import ParsedCall
+from .call_parsing import ParsedCall
 
 _IDENT = re.compile(r"[^0-9A-Za-z_]")
 MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log
@@ -165,8 +166,6 @@ class ToolCatalog:
     # -- specs -------------------------------------------------------------------------
     def store(self, location: str) -> Any:
         if location not in self._stores:
-            from env_registry.store import EnvStore
-
             self._stores[location] = EnvStore.open(location)
         return self._stores[location]
 

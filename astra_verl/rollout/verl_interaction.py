@@ -74,6 +74,7 @@ def provide_verl_interactions_module() -> None:
     """Make `verl.interactions.base.BaseInteraction` importable when verl no longer ships it."""
     if "verl.interactions.base" in sys.modules:
         return
+    # Not at module level: a module the agent loop imports must not import verl (astra_verl.plugin).
     import verl
 
     try:

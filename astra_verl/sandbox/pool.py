@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import random
+import resource
 import secrets
 import shutil
 import signal
@@ -130,8 +131,6 @@ class _Timeout310:
 
 def _raise_fd_limit(needed: int) -> None:
     """Lift this process's soft RLIMIT_NOFILE towards `needed` (never above the hard limit)."""
-    import resource
-
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     if soft != resource.RLIM_INFINITY and soft < target:

@@ -65,8 +65,10 @@ from data_synth.pipeline import (
     run_step,
 )
 from data_synth.pipeline.manifest import ManifestError, file_digest, forget_steps, record_settings
+from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.pipeline.redo import redo_steps, retry_rejected
 from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, add_quiet, run_cli
+from env_registry.store import EnvStore
 
 PIPELINE = "env"
 # The step files each command writes, in pipeline order (`verify` also runs `select`).
@@ -239,8 +241,6 @@ class EnvRun:
     async def stage(self, step: Step, inputs: list, *, local: bool = False) -> None:
         args = self.args
         if args.ray and not local:
-            from data_synth.pipeline.ray_runner import run_step_ray
-
             stats = await run_step_ray(
                 step,
                 inputs,
@@ -355,8 +355,6 @@ class EnvRun:
         self.timings = {"qa_chain": t1 - t0, "select": t2 - t1, "tool_chain": time.perf_counter() - t2}
 
     async def publish(self) -> None:
-        from env_registry.store import EnvStore
-
         a = self.args
         if self.shard.count > 1:
             print(
@@ -437,7 +435,7 @@ def step_settings(args: argparse.Namespace) -> dict[str, dict]:
 
 
 def _ray_ready(address: str) -> bool:
-    import ray
+    import ray  # lazy: heavy, only the Ray runner needs it
 
     if not ray.is_initialized():
         ray.init(address=None if address == "local" else address, log_to_driver=False)

@@ -151,7 +151,7 @@ class HTTPBackend:
         """(status, Retry-After seconds, body text); transport failures raise TransientError."""
         if self.transport == "httpx":
             return await self._post_httpx(url, data)
-        import aiohttp
+        import aiohttp  # lazy: only the configured transport is imported
 
         if self._session is None:
             self._session = aiohttp.ClientSession(
@@ -168,7 +168,7 @@ class HTTPBackend:
             raise TransientError(f"{url}: {type(e).__name__}: {e}") from None
 
     async def _post_httpx(self, url: str, data: bytes) -> tuple[int, float | None, str]:
-        import httpx
+        import httpx  # lazy: only the configured transport is imported
 
         if self._session is None:
             self._session = httpx.AsyncClient(

@@ -70,7 +70,7 @@ async def run_step_ray(
     progress: bool = True,
     num_cpus_per_worker: float = 1.0,
 ) -> RunStats:
-    import ray
+    import ray  # lazy: heavy, only this runner needs it
 
     if not ray.is_initialized():
         raise RuntimeError("run_step_ray needs Ray: call ray.init(...) (or pass --ray to the CLI) first")

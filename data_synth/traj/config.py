@@ -25,7 +25,7 @@ from typing import Any
 import yaml
 
 from data_synth.traj.chains import ChainConfig
-from data_synth.traj.export_sft import ExportConfig
+from data_synth.traj.export_sft import SFTExportConfig
 from data_synth.traj.graph import GraphConfig
 from data_synth.traj.ingest import IngestConfig
 from data_synth.traj.interact import InteractConfig
@@ -45,7 +45,7 @@ class TrajConfig:
     tasks: TaskConfig = field(default_factory=TaskConfig)
     interact: InteractConfig = field(default_factory=InteractConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
-    export: ExportConfig = field(default_factory=ExportConfig)
+    export: SFTExportConfig = field(default_factory=SFTExportConfig)
     concurrency: int = 64
 
     @classmethod

@@ -30,7 +30,7 @@ SFT_VERSION = 1
 
 
 @dataclass
-class ExportConfig:
+class SFTExportConfig:
     system_prompt: bool = True  # keep the agent's system message in `messages`
     parallel_calls: Literal["keep", "drop"] = "keep"
 
@@ -57,7 +57,7 @@ def has_parallel_calls(traj: Trajectory) -> bool:
     return any(len(m.get("tool_calls") or []) > 1 for m in traj.messages)
 
 
-def sft_row(item: JudgedTrajectory, cfg: ExportConfig) -> dict[str, Any]:
+def sft_row(item: JudgedTrajectory, cfg: SFTExportConfig) -> dict[str, Any]:
     t = item.trajectory
     messages = [_message(m) for m in t.messages if cfg.system_prompt or m["role"] != "system"]
     return {
@@ -73,9 +73,9 @@ def sft_row(item: JudgedTrajectory, cfg: ExportConfig) -> dict[str, Any]:
     }
 
 
-def write_sft(items: list[JudgedTrajectory], path: str | Path, cfg: ExportConfig | None = None) -> dict[str, int]:
+def write_sft(items: list[JudgedTrajectory], path: str | Path, cfg: SFTExportConfig | None = None) -> dict[str, int]:
     """Write the parquet; returns counts (rows, dropped for parallel calls)."""
-    cfg = cfg or ExportConfig()
+    cfg = cfg or SFTExportConfig()
     rows, dropped = [], 0
     for item in sorted(items, key=lambda i: i.key):
         if cfg.parallel_calls == "drop" and has_parallel_calls(item.trajectory):

@@ -115,7 +115,7 @@ def write_graphml(records: list[GraphRecord], path: str | Path) -> Path:
 def plot_graph(record: GraphRecord, path: str | Path) -> Path:
     """A PNG of one server's graph: edge width by weight, colour by origin (both, LLM only,
     schema only)."""
-    import matplotlib
+    import matplotlib  # lazy: heavy, only the plot needs it
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -29,6 +29,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -318,8 +319,6 @@ def build_server(src: SourceRecord, cfg: IngestConfig | None = None) -> Server:
 
 def bfcl_func_doc_dir() -> Path:
     """Where the installed `bfcl-eval` package keeps its multi-turn function docs (used in place)."""
-    from importlib.resources import files
-
     path = Path(str(files("bfcl_eval") / "data" / "multi_turn_func_doc"))
     if not path.is_dir():
         raise FileNotFoundError(f"bfcl-eval is installed but has no {path}")

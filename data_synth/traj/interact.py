@@ -29,7 +29,7 @@ from jsonschema import Draft202012Validator
 from data_synth.llm import Completion, LLMClient, ToolCall
 from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
-from data_synth.traj.records import CallRecord, Observation, ScoredTask, Server, ToolDoc, Trajectory
+from data_synth.traj.records import Observation, ScoredTask, Server, ToolDoc, Trajectory, TrajectoryCall
 
 
 @dataclass
@@ -86,7 +86,7 @@ class Episode:
     """The mutable state of one episode."""
 
     messages: list[dict[str, Any]]
-    calls: list[CallRecord]
+    calls: list[TrajectoryCall]
     llm_calls: int = 0
     last: Completion | None = None
 
@@ -111,7 +111,7 @@ async def _handle_calls(ep: Episode, server: Server, backend: ToolBackend) -> No
             obs = await backend.call(tool, call.args or {}, index)
             status = obs.status
         ep.calls.append(
-            CallRecord(
+            TrajectoryCall(
                 index=index,
                 turn=turn,
                 id=cid,

@@ -35,6 +35,7 @@ from data_synth.traj.simulate import observation_text
 
 
 def _import_mcp():
+    # Lazy: mcp is an optional extra (astra-verl[mcp]); only interact.backend=mcp needs it.
     try:
         import mcp
         from mcp.client.stdio import stdio_client
@@ -47,7 +48,7 @@ def _import_mcp():
 
 def _protocol_error() -> type[Exception]:
     """The SDK's protocol-error class: `mcp.MCPError` (2.x) or `mcp.shared.exceptions.McpError` (1.x)."""
-    import mcp
+    import mcp  # lazy: optional extra, see _import_mcp
 
     if hasattr(mcp, "MCPError"):
         return mcp.MCPError

@@ -21,6 +21,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
+import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_synth.pipeline import Record
@@ -146,8 +147,6 @@ class GraphRecord(Record):
     dropped_proposals: list[dict[str, Any]] = Field(default_factory=list)
 
     def to_nx(self):
-        import networkx as nx
-
         g = nx.DiGraph(server_id=self.server_id)
         g.add_nodes_from(self.nodes)
         for e in self.edges:
@@ -258,7 +257,7 @@ class Observation(_Model):
     injected_failure: bool = False
 
 
-class CallRecord(_Model):
+class TrajectoryCall(_Model):
     """One tool call of an episode. `status`: ok / error (the tool failed, possibly injected) /
     invalid (unknown tool, arguments not JSON, arguments against the schema: never executed)."""
 
@@ -277,7 +276,7 @@ class Trajectory(Record):
     server_id: str
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]]
-    calls: list[CallRecord]
+    calls: list[TrajectoryCall]
     llm_calls: int
     backend: str
     simulator_saw_query: bool | None = None

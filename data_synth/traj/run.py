@@ -24,6 +24,7 @@ from typing import Any
 
 from data_synth.llm import LLMConfig, build_client
 from data_synth.pipeline import Funnel, RunStats, Shard, Step, StepContext, read_outputs, run_step
+from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.traj import steps as S
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.export_sft import write_sft, write_trajectories
@@ -40,6 +41,7 @@ from data_synth.traj.records import (
     Trajectory,
     VerifiedChain,
 )
+from data_synth.traj.report import write_report
 from data_synth.traj.tasks import load_personas
 
 log = logging.getLogger(__name__)
@@ -129,8 +131,6 @@ class Runner:
     async def _run(self, step: Step, inputs: list) -> RunStats:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.ray_workers > 0 and step.name != "traj.ingest":
-            from data_synth.pipeline.ray_runner import run_step_ray
-
             stats = await run_step_ray(
                 step,
                 inputs,
@@ -226,8 +226,6 @@ class Runner:
 
     def export(self) -> dict[str, Any]:
         """sft.parquet, trajectories.jsonl, funnel.json, report (plots); returns the summary."""
-        from data_synth.traj.report import write_report
-
         kept = read_outputs(self.run_dir, "traj.judge", JudgedTrajectory)
         counts = write_sft(kept, self.run_dir / "sft.parquet", self.cfg.export)
         counts["trajectories"] = write_trajectories(

@@ -21,6 +21,7 @@ from data_synth.traj.graph import GraphConfig, build_graph
 from data_synth.traj.ingest import IngestConfig, build_server
 from data_synth.traj.interact import InteractConfig, run_episode
 from data_synth.traj.judge import JudgeConfig
+from data_synth.traj.mcp_tools import MCPTools
 from data_synth.traj.propose import ProposeConfig, propose
 from data_synth.traj.records import (
     AugmentJob,
@@ -201,8 +202,6 @@ class InteractStep(Step[ScoredTask, Trajectory]):
     async def process(self, record: ScoredTask, ctx: StepContext) -> Trajectory:
         server = _server(ctx, record.task.server_id)
         if self.cfg.backend == "mcp":
-            from data_synth.traj.mcp_tools import MCPTools
-
             async with MCPTools.connect(server) as backend:
                 return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg)
         backend = SimulatedTools(

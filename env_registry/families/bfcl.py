@@ -34,17 +34,22 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from env_registry.export import ExportConfig, count_prompt_tokens, tool_schemas, write_parquet
+from env_registry.export import export_rows as registry_rows
 from env_registry.families.bfcl_tools import description, parameters_schema, wrapper_source
 from env_registry.rows import RowInfo
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, ToolSpec
+from env_registry.store import EnvStore
 
 CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 CATEGORY_LABELS = {"base": "Base", "miss_func": "Miss Func", "miss_param": "Miss Param", "long_context": "Long Context"}
@@ -67,6 +72,7 @@ def _bfcl_utils():
     # bfcl_eval.constants.eval_config creates result/score/lock directories under
     # BFCL_PROJECT_ROOT on import, by default inside site-packages: point it at a cache dir.
     os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path.home() / ".cache" / "astra_verl" / "bfcl"))
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     import bfcl_eval.utils
 
     return bfcl_eval.utils
@@ -157,7 +163,10 @@ def method_classes(involved_classes: Sequence[str]) -> dict[str, str]:
 
 @lru_cache(maxsize=256)
 def _method_classes(involved_classes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants.eval_config import MULTI_TURN_FUNC_DOC_PATH
+
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
 
     owner: dict[str, str] = {}
@@ -172,6 +181,7 @@ def _method_classes(involved_classes: tuple[str, ...]) -> tuple[tuple[str, str],
 
 def entry_spec(entry: BfclEntry, version: str | None = None) -> EnvSpec:
     """The environment of one entry (see the module docstring)."""
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
 
     owner = method_classes(entry.involved_classes)
@@ -275,9 +285,6 @@ def export_rows(
     progress: bool = True,
 ) -> BfclExport:
     """verl rows for `entries` (their `specs` already in `store`), via env_registry's export."""
-    from env_registry.export import ExportConfig, count_prompt_tokens, tool_schemas
-    from env_registry.export import export_rows as registry_rows
-
     if max_prompt_length is not None and tokenizer is None:
         raise ValueError("max_prompt_length needs a tokenizer to measure prompts")
     version = bfcl_version()
@@ -309,8 +316,6 @@ def export_rows(
 
 
 def _row_schema(rows: list[dict[str, Any]]) -> Any:
-    import pyarrow as pa
-
     return pa.Table.from_pylist(rows[:1]).schema  # every row has the same shape; an empty file keeps it
 
 
@@ -326,11 +331,6 @@ def build(
 ) -> Path:
     """Write `<out>/store` (the environments), `<out>/<category>.parquet` and `<out>/all.parquet`
     (the rows, for `data.val_files`), `<out>/dropped.jsonl` and `<out>/manifest.json`."""
-    import time
-
-    from env_registry.export import write_parquet
-    from env_registry.store import EnvStore
-
     out = Path(out)
     entries = load_entries(categories, ids, limit)
     version = bfcl_version()

@@ -36,6 +36,7 @@ class BfclToolError(ValueError):
 
 
 def _type_map() -> dict[str, str]:
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
 
     return GORILLA_TO_OPENAPI
@@ -139,6 +140,7 @@ def wrapper_source(
     """The sandbox module of one tool (see the module docstring)."""
     if not method.isidentifier():
         raise BfclToolError(f"BFCL function name {method!r} is not a Python identifier")
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
     from bfcl_eval.constants.executable_backend_config import STATELESS_CLASSES
 
     return _WRAPPER.format(

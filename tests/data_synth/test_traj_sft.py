@@ -8,8 +8,8 @@ import json
 import pandas as pd
 import pytest
 
-from data_synth.traj.export_sft import ExportConfig, write_sft
-from data_synth.traj.records import CallRecord, JudgedTrajectory, Judgement, Task, Trajectory
+from data_synth.traj.export_sft import SFTExportConfig, write_sft
+from data_synth.traj.records import JudgedTrajectory, Judgement, Task, Trajectory, TrajectoryCall
 
 TOOLS = [
     {
@@ -43,7 +43,7 @@ def _judged(key, calls_per_turn=(1, 1)):
             name, args = ("cd", '{"folder": "docs"}') if n == 0 else ("ls", "{}")
             tcs.append({"id": f"call_{n}", "type": "function", "function": {"name": name, "arguments": args}})
             calls.append(
-                CallRecord(
+                TrajectoryCall(
                     index=n,
                     turn=len(calls),
                     id=f"call_{n}",
@@ -119,9 +119,11 @@ def test_parallel_calls_hit_verls_per_turn_check_unless_dropped_or_ignored(tmp_p
     with pytest.raises(AssertionError, match="ignore_input_ids_mismatch"):
         ds[0]
     assert _dataset(path, tiny_tokenizer, ignore_input_ids_mismatch=True)[0]["loss_mask"].sum() > 0
-    counts = write_sft([_judged("t2", calls_per_turn=(2,)), _judged("t3")], path, ExportConfig(parallel_calls="drop"))
+    counts = write_sft(
+        [_judged("t2", calls_per_turn=(2,)), _judged("t3")], path, SFTExportConfig(parallel_calls="drop")
+    )
     assert counts == {"rows": 1, "dropped_parallel_calls": 1}
     no_system = tmp_path / "ns.parquet"
-    write_sft([_judged("t3")], no_system, ExportConfig(system_prompt=False))
+    write_sft([_judged("t3")], no_system, SFTExportConfig(system_prompt=False))
     assert pd.read_parquet(no_system).iloc[0]["messages"][0]["role"] == "user"
     assert _dataset(no_system, tiny_tokenizer)[0]["loss_mask"].sum() > 0

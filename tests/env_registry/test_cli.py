@@ -103,14 +103,6 @@ def test_export_parquet(tmp_path, capsys, store_path, tiny_model_dir):
     assert "needs --tokenizer" in capsys.readouterr().err
 
 
-def test_mixing_without_the_rollout_package_says_so(tmp_path, store_path, monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "astra_verl.rollout.mixing", None)  # import now fails
-    argv = ["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path), "--mixing", "banded"]
-    assert main(argv) == 2
-    assert "needs astra_verl.rollout.mixing" in capsys.readouterr().err
-    assert main(["--store", str(store_path), "-q", "export-parquet", "--out", str(tmp_path)]) == 0  # none works
-
-
 def test_common_mistakes_end_in_one_line_and_exit_2_never_a_traceback(tmp_path, capsys, store_path):
     a_file = tmp_path / "a_file"
     a_file.write_text("not a store")

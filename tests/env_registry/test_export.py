@@ -134,7 +134,7 @@ def test_bad_mixer_output_is_refused(store_path, envs):
 
 
 def test_random_mixing_with_the_rollout_mixer(tmp_path, store_path):
-    from astra_verl.rollout.mixing import build_mixer
+    from env_registry.mixing import build_mixer
 
     store = EnvStore.open(store_path)
     mixer = build_mixer(store, "random", seed=1, cache_dir=tmp_path / "mix")

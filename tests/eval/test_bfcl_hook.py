@@ -10,7 +10,8 @@ import pytest
 
 from astra_verl.eval.bfcl_hook import BfclMultiTurnHook, parse_turns
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
-from astra_verl.rollout.hooks import HookError, create_hook
+from astra_verl.rollout.episode_hook import create_hook
+from astra_verl.rollout.hooks import HookError
 from env_registry.rows import ToolRef
 
 TURNS = [

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from astra_verl.rollout.toolset import ToolsetError
@@ -158,11 +159,80 @@ def test_parallel_call_cap_skips_and_does_not_charge(trainer_config, tiny_tokeni
     assert "at most 2 tool calls" in log.calls[2].output
 
 
-def test_stop_when_all_solved(trainer_config, tiny_tokenizer, envs, kit):
+def test_stop_when_all_solved_without_leaves_ends_after_the_tool_round(trainer_config, tiny_tokenizer, envs, kit):
     cfg = trainer_config("+astra.rollout.stop_when_all_solved=true")
-    script = [kit.call_text("get_population", {"city": "Paris"}) + kit.call_text("get_area", {"city": "Paris"})]
-    _, log, _ = episode(cfg, tiny_tokenizer, script, kit.row_kwargs(envs.city, envs.store))
-    assert (log.terminated_by, log.assistant_turns) == (Termination.ALL_SOLVED, 1)
+    script = [kit.call_text("bump_counter", {}) + kit.call_text("bump_counter", {}), "never generated"]
+    _, log, server = episode(cfg, tiny_tokenizer, script, kit.row_kwargs(envs.counter, envs.store))
+    assert (log.terminated_by, log.assistant_turns, server.calls) == (Termination.ALL_SOLVED, 1, 1)
+
+
+def test_stop_when_all_solved_lets_the_model_answer_a_pending_leaf(trainer_config, tiny_tokenizer, envs, kit):
+    """city_env's q3 needs no tool: the model gets its answer turn, so recall can reach 1."""
+    cfg = trainer_config("+astra.rollout.stop_when_all_solved=true")
+    calls = kit.call_text("get_population", {"city": "Paris"}) + kit.call_text("get_area", {"city": "Paris"})
+    row = kit.row_kwargs(envs.city, envs.store)
+    _, log, _ = episode(cfg, tiny_tokenizer, [calls, "The density is 20503 people per km2."], row)
+    assert (log.terminated_by, log.assistant_turns) == (Termination.NO_TOOL_CALL, 2)
+    assert score_episode(log, envs.city.reward_target()).recall == 1.0
+    # the answer turn is for the answer: calls written in it end the episode unexecuted
+    _, log, _ = episode(cfg, tiny_tokenizer, [calls, kit.call_text("get_area", {"city": "Lyon"})], row)
+    assert (log.terminated_by, log.assistant_turns, len(log.calls)) == (Termination.ALL_SOLVED, 2, 2)
+
+
+def test_calls_whose_observations_overflow_the_budget_are_unseen(trainer_config, tiny_tokenizer, envs, kit):
+    """The turn's tool messages are dropped when they overflow the response budget: the model
+    never saw those outputs, so nothing they contain counts as solved."""
+    calls = "".join(kit.call_text(t, {"city": "Paris"}) for t in ("get_population", "get_area", "get_area"))
+    generated = len(tiny_tokenizer.encode(calls, add_special_tokens=False)) + 1
+    cfg = trainer_config(f"actor_rollout_ref.rollout.response_length={generated + 16}")
+    out, log, _ = episode(cfg, tiny_tokenizer, [calls, "unreached"], kit.row_kwargs(envs.city, envs.store))
+    assert (log.terminated_by, log.assistant_turns) == (Termination.MAX_LENGTH, 1)
+    assert [(c.status, c.seen, c.solved) for c in log.calls] == [(CallStatus.OK, False, [])] * 3
+    assert "2161000" in log.calls[0].output  # the answer was in the output, but never in the context
+    assert "2161000" not in tiny_tokenizer.decode(out.response_ids)
+    result = score_episode(log, envs.city.reward_target())
+    assert (result.solved, result.calls, result.reward) == (0, 3, 0.0)
+
+
+def test_seen_calls_still_solve(trainer_config, tiny_tokenizer, envs, kit):
+    """The same turn with room for its observations solves q1 and q2 (the budget is the only difference)."""
+    calls = "".join(kit.call_text(t, {"city": "Paris"}) for t in ("get_population", "get_area", "get_area"))
+    _, log, _ = episode(trainer_config(), tiny_tokenizer, [calls, "ok"], kit.row_kwargs(envs.city, envs.store))
+    assert [(c.seen, c.solved) for c in log.calls] == [(True, ["q1"]), (True, ["q2"]), (True, [])]
+    assert score_episode(log, envs.city.reward_target()).solved == 2
+
+
+class RecordingServer(ScriptedServer):
+    """Records each generate call's request id and priority."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.requests: list[tuple[str, object]] = []
+
+    async def generate(self, request_id, **kw):
+        self.requests.append((request_id, kw.get("priority")))
+        return await super().generate(request_id, **kw)
+
+
+@pytest.mark.parametrize("determinism", [False, True])
+def test_request_ids_and_priority_follow_verls_loops(trainer_config, tiny_tokenizer, envs, kit, determinism):
+    """As verl's tool loop: `det-{priority}` ids under rollout.full_determinism, else a fresh uuid4
+    hex per episode; every turn of an episode uses one id, and the priority reaches the server."""
+    import numpy as np
+
+    cfg = trainer_config(f"actor_rollout_ref.rollout.full_determinism={str(determinism).lower()}")
+    server = RecordingServer(tiny_tokenizer, [kit.call_text("bump_counter", {}), "done"])
+    row = kit.row_kwargs(envs.counter, envs.store)
+    for priority in (np.int64(7), np.int64(8)):  # verl's non_tensor_batch hands numpy ints
+        run(make_loop(cfg, server, tiny_tokenizer).run({}, priority=priority, **row))
+    ids = [r for r, _ in server.requests]
+    assert [p for _, p in server.requests] == [7, 7, 8, 8]
+    assert all(type(p) is int for _, p in server.requests)
+    assert ids[0] == ids[1] and ids[2] == ids[3] and ids[0] != ids[2]
+    if determinism:
+        assert ids[::2] == ["det-7", "det-8"]
+    else:
+        assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
 
 
 def test_json_tool_messages(trainer_config, tiny_tokenizer, envs, kit):

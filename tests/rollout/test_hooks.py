@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from astra_verl.rollout import verl_interaction
+from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import (
     AstraDefaultHook,
     EnvironmentHook,
     HookError,
     ScriptedUserTurnsHook,
-    create_hook,
     register_hook,
     registered_hooks,
 )

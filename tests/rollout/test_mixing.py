@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from astra_verl.rollout import mixing
-from astra_verl.rollout.mixing import LexicalSimilarity, MixingError, ToolPool, build_mixer, load_pool, shuffle_tools
+from env_registry import mixing
+from env_registry.mixing import LexicalSimilarity, MixingError, ToolPool, build_mixer, load_pool, shuffle_tools
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, SubQuestion
 
 TOPICS = {

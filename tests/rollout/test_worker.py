@@ -14,9 +14,9 @@ from astra_verl.rollout.testing import ScriptedServer, run
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory, kit):
-    from astra_verl.rollout.mixing import build_mixer
     from env_registry.export import ExportConfig, export_rows, write_export
     from env_registry.families.procedural import generate
+    from env_registry.mixing import build_mixer
     from env_registry.store import EnvStore
 
     root = tmp_path_factory.mktemp("worker")

@@ -1,5 +1,8 @@
 """Irrelevant-tool mixing (ASTRA §3): which other environments' tools an episode also sees.
 
+Mixing is decided at export (`env_registry.export`), once per row; the rollout only shows what
+the row lists.
+
 Distractors are real tools of other environments: the model sees their schemas next to its
 own, calling one runs that tool's code in the sandbox (and costs precision). Selection happens
 at export time, so a row fixes its tool list and every rollout of it sees the same tools:
@@ -56,6 +59,7 @@ import numpy as np
 
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec, ToolSpec
+from env_registry.store import EnvStore
 
 logger = logging.getLogger(__name__)
 
@@ -349,8 +353,6 @@ def _default_cache_dir(store_root: Path) -> Path:
 
 def load_pool(store: Any, cache_dir: Path | None = None) -> ToolPool:
     """The de-duplicated tool pool of a store (memory cache, then disk cache, then a scan)."""
-    from env_registry.store import EnvStore
-
     store = store if isinstance(store, EnvStore) else EnvStore.open(store)
     key = _store_key(store.ids())
     if key in _POOLS:
@@ -385,8 +387,6 @@ def build_mixer(store: Any, mode: str, seed: int = 0, **opts: Any) -> ToolMixer:
     """
     if mode not in MODES:
         raise MixingError(f"mixing mode {mode!r} is not one of {MODES}")
-    from env_registry.store import EnvStore
-
     store = store if isinstance(store, EnvStore) else EnvStore.open(store)
     cache_dir_opt = opts.pop("cache_dir", None)
     cache_dir = Path(cache_dir_opt) if cache_dir_opt else _default_cache_dir(Path(store.path))
