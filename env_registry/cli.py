@@ -27,9 +27,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from env_registry.clikit import UsageError, add_quiet, run_cli
 from tqdm.auto import tqdm
 
+from env_registry.clikit import UsageError, add_quiet, run_cli
 from env_registry.export import (
     DEFAULT_INTERACTION,
     DEFAULT_SYSTEM_PROMPT,
