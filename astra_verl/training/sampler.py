@@ -25,7 +25,9 @@ needed in `sampler_kwargs`: `batch_filling` (the `astra.batch_filling` section),
 `gen_batch_size` (`data.gen_batch_size`, which must be 1 so refills can ask for any number of
 prompts, as verl's own group filtering forces), `verl_filter_groups`
 (`algorithm.filter_groups.enable`, refused when true: verl would silently ignore it here), and
-optionally `poll_interval` (seconds between TransferQueue polls, verl's default 2).
+optionally `poll_interval` (seconds between TransferQueue polls, verl's default 2) and
+`episode_dir` (`${trainer.rollout_data_dir}`: each training batch's episode records go to
+`<dir>/episodes/<step>.jsonl`, beside verl's dump; `astra_verl.inspect`).
 
 Only `trainer.v1.trainer_mode=sync` is supported: ASTRA trains on-policy, and verl's sync
 trainer sleeps the rollout replicas after sampling, which this class respects by draining
@@ -45,6 +47,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
 from verl.utils.skip import SkipManager
 
+from astra_verl.inspect.records import episode_record, write_records
 from astra_verl.training.batch_filling import BatchFiller, BatchFillingConfig, Group
 from astra_verl.training.metrics import episode_metrics
 
@@ -52,7 +55,7 @@ __all__ = ["AstraReplayBuffer", "final_keys"]
 
 logger = logging.getLogger(__name__)
 
-_KNOWN_KWARGS = {"batch_filling", "gen_batch_size", "verl_filter_groups", "poll_interval"}
+_KNOWN_KWARGS = {"batch_filling", "gen_batch_size", "verl_filter_groups", "poll_interval", "episode_dir"}
 
 
 def final_keys(keys: Iterable[str]) -> list[str]:
@@ -121,6 +124,7 @@ class AstraReplayBuffer(ReplayBuffer):
             **kwargs,
         )
         self._rewards: dict[str, tuple[float, ...]] = {}  # finished groups are immutable: read once
+        self.episode_dir: str | None = options.get("episode_dir") or None  # None: no episode records
 
     @SkipManager.annotate_tq(role="rollout_tq", phase="sample")
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
@@ -130,7 +134,7 @@ class AstraReplayBuffer(ReplayBuffer):
         else:
             batch, metrics = self._sample_filled(global_steps, partition_id, batch_size)
         if partition_id != "val":
-            metrics.update(self._episode_metrics(batch))
+            metrics.update(self._episode_metrics(batch, global_steps))
         return batch, metrics
 
     # -- batch filling ------------------------------------------------------------------
@@ -202,12 +206,22 @@ class AstraReplayBuffer(ReplayBuffer):
         return {uid: tuple(v) for uid, v in by_uid.items()}
 
     # -- metrics ------------------------------------------------------------------------
-    def _episode_metrics(self, batch) -> dict[str, float]:
+    def _episode_metrics(self, batch, global_steps: int) -> dict[str, float]:
+        """The batch's episode metrics; with `episode_dir`, also its episode records (one read)."""
         keys = final_keys(k for k, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding"))
         if not keys:
             return {}
-        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
-        return episode_metrics([_reward_extra_info(v) for v in list(data["extra_fields"])])
+        fields = ["extra_fields", "reward_model", "rm_scores"] if self.episode_dir else ["extra_fields"]
+        data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
+        extra = list(data["extra_fields"])
+        if self.episode_dir:
+            rewards = [float(s.sum().item()) for s in data["rm_scores"]]
+            found = (
+                episode_record(global_steps, k, e, rm, r)
+                for k, e, rm, r in zip(keys, extra, list(data["reward_model"]), rewards, strict=True)
+            )
+            write_records(self.episode_dir, global_steps, [r for r in found if r is not None])
+        return episode_metrics([_reward_extra_info(v) for v in extra])
 
 
 def _reward_extra_info(extra_fields: Any) -> Mapping[str, Any]:
