@@ -40,6 +40,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -368,7 +369,8 @@ class _Worker:
             self.loop.remove_reader(self.sock.fileno())
             self.sock.close()
         self.buf.close_fds()
-        if not self.pool._closing and self.pool._started.done():  # start() reports startup failures
+        if not self.pool._closing and not self.pool._stopped.is_set() and self.pool._started.done():
+            # (start() reports startup failures itself)
             logger.warning("sandbox worker %d (pid %s) died: %s; starting a replacement", self.slot, self.pid, why)
         err = SandboxError(f"sandbox worker {self.slot} died: {why}")
         if not self.hello.done():
@@ -441,7 +443,10 @@ class SandboxPool(Sandbox):
             os.chmod(self._host_tmp, 0o711)  # sessions may traverse it, not list it
             self._work_root = self._host_tmp
         self._popens: list[subprocess.Popen] = []  # for the finalizer, which must not reference the pool
-        self._finalizer = weakref.finalize(self, _kill_all, self._popens, self._host_tmp)
+        # Set by the finalizer before it kills the workers (at exit, the pool never closed): an event
+        # loop still running in another thread must not report those deaths or replace the workers.
+        self._stopped = threading.Event()
+        self._finalizer = weakref.finalize(self, _kill_all, self._popens, self._host_tmp, self._stopped)
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> SandboxPool:
@@ -501,7 +506,7 @@ class SandboxPool(Sandbox):
     # ---------------------------------------------------------------- workers
     def _worker_died(self, worker: _Worker) -> None:
         # While the pool starts, start() decides: all workers failing is a setup error, not a crash.
-        if self._closing or self._loop.is_closed() or not self._started.done():
+        if self._closing or self._stopped.is_set() or self._loop.is_closed() or not self._started.done():
             return
         slot = worker.slot
         if self._workers[slot] is worker and slot not in self._restarts:
@@ -766,7 +771,8 @@ class SandboxPool(Sandbox):
         return len(self._sessions)
 
 
-def _kill_all(popens: list[subprocess.Popen], host_tmp: str | None) -> None:
+def _kill_all(popens: list[subprocess.Popen], host_tmp: str | None, stopped: threading.Event) -> None:
+    stopped.set()
     for p in popens:
         if p.poll() is None:
             p.kill()
