@@ -63,6 +63,7 @@ def write_env_report(run_dir: str | Path) -> Path:
         [s.quality for s in scored],
         title="Verification quality (mean of four judges)",
         xlabel="quality",
+        span=(0, 1),  # a score in [0, 1]: one value alone would otherwise get an axis of v +- 0.5
         vline=threshold,
         vline_label=f"threshold {threshold:.3f}" if threshold is not None else "",
     )

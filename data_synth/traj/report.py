@@ -45,7 +45,8 @@ def _kept_summary(kept: list[JudgedTrajectory]) -> str:
     )
 
 
-def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajectory]) -> Path:
+def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajectory], *, threshold: float) -> Path:
+    """The report; `threshold` is the judge's keep threshold, drawn on the score histogram."""
     run_dir = Path(run_dir)
     report = Report("Trajectory synthesis report", run_dir / "report", plot_dir="plots")
     report.text(f"Run directory: `{run_dir.resolve()}`")
@@ -61,6 +62,8 @@ def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajector
         xlabel=f"judge score (mean of {len(DIMENSIONS)} dimensions)",
         span=(0, 1),
         stacked=True,
+        vline=threshold,
+        vline_label=f"threshold {threshold:g}",
     )
     means = (
         {d.replace("_", " "): sum(k.judgement.scores[d] for k in kept) / len(kept) for d in DIMENSIONS} if kept else {}

@@ -233,7 +233,7 @@ class Runner:
         )
         funnel = self.funnel()
         funnel.save(self.run_dir / "funnel.json")
-        counts["report"] = str(write_report(self.run_dir, funnel, kept))
+        counts["report"] = str(write_report(self.run_dir, funnel, kept, threshold=self.cfg.judge.threshold))
         (self.run_dir / "export.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
         return counts
 
