@@ -64,10 +64,10 @@ from data_synth.pipeline import (
     run_chain,
     run_step,
 )
-from data_synth.pipeline.manifest import ManifestError, file_digest, forget_steps, record_settings
+from data_synth.pipeline.manifest import ManifestError, file_digest
 from data_synth.pipeline.ray_runner import run_step_ray
-from data_synth.pipeline.redo import redo_steps, retry_rejected
-from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, add_quiet, run_cli
+from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
+from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
 from env_registry.store import EnvStore
 
 PIPELINE = "env"
@@ -86,24 +86,8 @@ LLM_COMMANDS = {"decompose", "necessity", "verify", "tools", "merge", "run"}
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", required=True, type=Path, help="where every step reads and writes (resumable)")
-    p.add_argument("--shard", default=None, metavar="I/N", help="process only shard I of N (by record key)")
     p.add_argument("--concurrency", type=int, default=64, help="records in flight per step (default 64)")
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        default=None,
-        metavar="ADDRESS",
-        help="run LLM steps on Ray: 'local' (a local instance) or a cluster address ('auto')",
-    )
-    p.add_argument("--ray-workers", type=int, default=2, help="Ray worker actors (default 2)")
-    add_quiet(p)
-    g = p.add_argument_group("run directory")
-    g.add_argument("--force", action="store_true", help="continue a run directory made with other settings")
-    g.add_argument(
-        "--redo", action="store_true", help="start this step and every later one afresh (old records kept aside)"
-    )
-    g.add_argument("--retry-rejected", action="store_true", help="run this step's rejected records again")
+    add_run_arguments(p)
     g = p.add_argument_group("sandbox")
     g.add_argument("--sandbox-workers", type=int, default=None, help="warm sandbox workers (default min(4, CPUs))")
     g.add_argument("--sandbox-call-timeout", type=float, default=5.0, help="seconds per tool call (default 5)")
@@ -453,23 +437,6 @@ def check_run_dir(args: argparse.Namespace) -> None:
         raise UsageError(f"{args.command} needs --mode and --input")
 
 
-def prepare_run_dir(args: argparse.Namespace) -> None:
-    """Apply --redo / --retry-rejected and record the steps' settings in the manifest (refused
-    when they differ from the recorded ones, unless --force)."""
-    run_dir: Path = args.run_dir
-    steps = COMMAND_STEPS[args.command]
-    if args.redo:
-        later = STEPS[STEPS.index(steps[0]) :]
-        archive, moved = redo_steps(run_dir, later)
-        forget_steps(run_dir, PIPELINE, later)
-        if moved:
-            print(f"redo: moved {moved} step files ({', '.join(later)}) to {archive}", flush=True)
-    if args.retry_rejected:
-        archive, dropped = retry_rejected(run_dir, steps)
-        print(f"retry: {dropped} rejected records will run again" + (f" (originals in {archive})" if archive else ""))
-    record_settings(run_dir, PIPELINE, step_settings(args), force=args.force)
-
-
 def _report_command(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():  # read-only: never create the directory it reports on
         raise UsageError(f"--run-dir {args.run_dir} is not a run directory (it does not exist)")
@@ -488,7 +455,7 @@ def _command(args: argparse.Namespace) -> int:
         run.load_inputs()  # a bad input is refused before the run directory records it
     if args.command in LLM_COMMANDS:
         preflight(LLMConfig.from_args(args))
-    prepare_run_dir(args)
+    prepare_run_dir(args, PIPELINE, STEPS, COMMAND_STEPS[args.command], step_settings(args))
     steps = ["synthesize", "publish"] if args.command == "run" else [args.command]
     asyncio.run(run.run(steps))
     funnel = env_funnel(args.run_dir)

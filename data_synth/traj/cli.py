@@ -48,14 +48,14 @@ import yaml
 
 from data_synth.llm import LLMConfig, LLMFlags, PreflightError, add_llm_arguments, preflight
 from data_synth.pipeline import RunStats, Shard, StoreError, read_envelopes, read_outputs
-from data_synth.pipeline.manifest import ManifestError, file_digest, forget_steps, record_settings
-from data_synth.pipeline.redo import redo_steps, retry_rejected
+from data_synth.pipeline.manifest import ManifestError, file_digest
+from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.graph import plot_graph, write_graphml
 from data_synth.traj.ingest import expand_paths
 from data_synth.traj.records import GraphRecord, Server
 from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
-from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, add_quiet, run_cli
+from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
 
 PIPELINE = "traj"
 LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
@@ -113,24 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one setting")
     ap.add_argument("--format", choices=("astra", "openai", "mcp", "bfcl"), help="input format (default: detect)")
     ap.add_argument("--domain", default="", help="domain for inputs that do not carry one")
-    ap.add_argument("--shard", default=None, metavar="I/N", help="process only shard I of N (by record key)")
-    ap.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        default=None,
-        metavar="ADDRESS",
-        help="run LLM steps on Ray: 'local' (a local instance) or a cluster address ('auto')",
-    )
-    ap.add_argument("--ray-workers", type=int, default=2, help="Ray worker actors (default 2)")
     ap.add_argument("--plot", action="append", default=[], metavar="SERVER", help="graph: draw this server's graph")
-    add_quiet(ap)
-    g = ap.add_argument_group("run directory")
-    g.add_argument("--force", action="store_true", help="continue a run directory made with other settings")
-    g.add_argument(
-        "--redo", action="store_true", help="start this step and every later one afresh (old records kept aside)"
-    )
-    g.add_argument("--retry-rejected", action="store_true", help="run this step's rejected records again")
+    add_run_arguments(ap)
     add_llm_arguments(ap, "llm", "synthesis: proposals, verification, tasks, tool simulation")
     add_llm_arguments(ap, "agent", "the agent that solves tasks; default: the synthesis model")
     add_llm_arguments(ap, "judge", "the trajectory judge; default: the synthesis model", temperature=0.0)
@@ -228,21 +212,6 @@ def preflight_models(args: argparse.Namespace, cfg: TrajConfig) -> None:
             preflight(own, flags=LLMFlags(role))
 
 
-def prepare_run_dir(args: argparse.Namespace, cfg: TrajConfig) -> None:
-    steps = _step_names(args.step)
-    if args.redo and steps:
-        later = list(STEP_ORDER[STEP_ORDER.index(steps[0]) :])
-        archive, moved = redo_steps(args.run_dir, later)
-        forget_steps(args.run_dir, PIPELINE, later)
-        if moved:
-            print(f"redo: moved {moved} step files ({', '.join(later)}) to {archive}", flush=True)
-    if args.retry_rejected and steps:
-        archive, dropped = retry_rejected(args.run_dir, steps)
-        print(f"retry: {dropped} rejected records will run again" + (f" (originals in {archive})" if archive else ""))
-    record_settings(args.run_dir, PIPELINE, step_settings(args, cfg), force=args.force)
-    (args.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
-
-
 def _plot_graphs(args: argparse.Namespace) -> None:
     graphs = read_outputs(args.run_dir, "traj.graph", GraphRecord)
     write_graphml(graphs, args.run_dir / "graphs.graphml")
@@ -330,7 +299,8 @@ def _command(args: argparse.Namespace) -> int:
         raise UsageError(f"--shard: {e}") from None
     preflight_models(args, cfg)
     if args.step not in READ_ONLY:
-        prepare_run_dir(args, cfg)
+        prepare_run_dir(args, PIPELINE, STEP_ORDER, _step_names(args.step), step_settings(args, cfg))
+        (args.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
     if args.ray:
         import ray  # lazy: Ray is heavy and only --ray needs it
 
