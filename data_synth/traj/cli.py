@@ -193,6 +193,8 @@ def check_run_dir(args: argparse.Namespace) -> None:
         raise UsageError(f"--run-dir {run_dir} {what}; run `ingest` (or `run`) into it first")
     if creates and not args.inputs:
         raise UsageError(f"{args.step} needs at least one tool-doc file or folder")
+    if creates and not list(expand_paths(args.inputs)):
+        raise UsageError(f"no tool-doc file in {', '.join(args.inputs)} (folders are searched for *.json, *.jsonl)")
 
 
 def preflight_models(args: argparse.Namespace, cfg: TrajConfig) -> None:

@@ -223,6 +223,20 @@ def test_retry_rejected_reads_a_tool_doc_that_appeared_since(tmp_path, capsys):
     assert sorted(e.status for e in read_envelopes(run_dir, "traj.ingest").values()) == ["ok", "ok"]
 
 
+def test_judges_run_at_temperature_0_unless_told_and_an_empty_folder_is_no_input(tmp_path, capsys):
+    import yaml
+
+    tools = str(write_tools(tmp_path))
+    for extra, want in (([], 0.0), (["--judge-temperature", "0.3"], 0.3)):
+        run_dir = tmp_path / f"t{want}"
+        assert traj_main(["ingest", tools, "--run-dir", str(run_dir), "-q", *extra]) == 0
+        assert yaml.safe_load((run_dir / "config.yaml").read_text())["judge"]["temperature"] == want
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert traj_main(["ingest", str(empty), "--run-dir", str(tmp_path / "e"), "-q"]) == 2
+    assert "no tool-doc file in" in capsys.readouterr().err and not (tmp_path / "e").exists()
+
+
 @pytest.mark.parametrize("argv", [["env", "run", "--help"], ["traj", "--help"]])
 def test_both_pipelines_speak_the_same_flags(argv, capsys):
     from data_synth.__main__ import main
