@@ -87,9 +87,10 @@ def _plain(value: Any) -> Any:
 
 
 def episode_record(
-    step: int, uid: str, extra_fields: Mapping[str, Any], reward_model: Any, reward: float | None
+    step: int, uid: str, extra_fields: Mapping[str, Any], reward_model: Any, reward: float | None, prompt: Any = None
 ) -> EpisodeRecord | None:
     """The record of one trajectory, or None when no astra episode ran it (another agent loop).
+    `prompt` is the row's `raw_prompt` (the messages the episode started from).
 
     A ground truth that is not an astra `RewardTarget` (BFCL rows, say) gives a record without
     sub-questions or scores; a malformed call log raises CallLogError, as it does in the reward.
@@ -121,7 +122,7 @@ def episode_record(
         reward=reward,
         scores=scores,
         sub_questions=sub_questions,
-        prompt=_plain(list(extra_fields.get("raw_prompt") or [])),
+        prompt=_plain(list(getattr(prompt, "data", prompt) or [])),
         episode=_plain(log.to_dict()),
     )
 

@@ -211,15 +211,13 @@ class AstraReplayBuffer(ReplayBuffer):
         keys = final_keys(k for k, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding"))
         if not keys:
             return {}
-        fields = ["extra_fields", "reward_model", "rm_scores"] if self.episode_dir else ["extra_fields"]
+        fields = ["extra_fields", "reward_model", "rm_scores", "raw_prompt"] if self.episode_dir else ["extra_fields"]
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
         extra = list(data["extra_fields"])
         if self.episode_dir:
             rewards = [float(s.sum().item()) for s in data["rm_scores"]]
-            found = (
-                episode_record(global_steps, k, e, rm, r)
-                for k, e, rm, r in zip(keys, extra, list(data["reward_model"]), rewards, strict=True)
-            )
+            rows = zip(keys, extra, list(data["reward_model"]), rewards, list(data["raw_prompt"]), strict=True)
+            found = (episode_record(global_steps, k, e, rm, r, prompt) for k, e, rm, r, prompt in rows)
             write_records(self.episode_dir, global_steps, [r for r in found if r is not None])
         return episode_metrics([_reward_extra_info(v) for v in extra])
 

@@ -62,8 +62,11 @@ def write_run(root: Path, steps: int = 2) -> Path:
 
 
 def test_a_record_says_what_the_episode_did():
-    extra = {"astra_episode": _log(2).to_dict(), "raw_prompt": [{"role": "user", "content": "q"}]}
-    r = episode_record(4, "u_0_0", extra, {"ground_truth": TARGET.model_dump_json()}, 0.5)
+    extra = {"astra_episode": _log(2).to_dict()}
+    r = episode_record(
+        4, "u_0_0", extra, {"ground_truth": TARGET.model_dump_json()}, 0.5, [{"role": "user", "content": "q"}]
+    )
+    assert r.prompt == [{"role": "user", "content": "q"}]
     assert [(q.id, q.solved) for q in r.sub_questions] == [("q1", True), ("q2", False), ("q3", True)]
     assert r.scores["calls"] == 3 and r.scores["invalid_calls"] == 1 and r.scores["distractor_calls"] == 1
     assert r.log().terminated_by is Termination.NO_TOOL_CALL and r.reward == 0.5

@@ -211,11 +211,8 @@ def test_the_sampled_batch_leaves_one_episode_record_per_episode_beside_verls_du
         {
             "rm_scores": torch.tensor([0.0, r]),
             "reward_model": {"style": "rule", "ground_truth": target.model_dump_json()},
-            "extra_fields": {
-                "reward_extra_info": info(r),
-                "astra_episode": log.to_dict(),
-                "raw_prompt": [{"role": "user", "content": "What is 5 + 7?"}],
-            },
+            "raw_prompt": [{"role": "user", "content": "What is 5 + 7?"}],  # verl puts the row's prompt here
+            "extra_fields": {"reward_extra_info": info(r), "astra_episode": log.to_dict()},
         }
         for r in VALID
     ]
