@@ -35,7 +35,7 @@ install_requires = [
     "matplotlib>=3.8",
     # What verl's agent loop and main_ppo import but its base install lacks (part of its
     # `verl-core` extra, which must not be installed on CPU: it pins a CUDA torch).
-    "cachetools",
+    "cachetools",  # also ours: the bounded LRU caches of the rollout's ToolCatalog
     "TransferQueue==0.1.11",
     "pyzmq",
     "msgspec",

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 class TimedSandbox:
-    """Wraps the shared pool; accumulates the wall time spent in it: session opens (which run in
+    """Wraps the loops' pool; accumulates the wall time spent in it: session opens (which run in
     the background of the first turn) apart from calls and closes (on the episode's path)."""
 
     def __init__(self, pool):
@@ -109,8 +109,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from transformers import AutoTokenizer
 
-    import astra_verl.sandbox as sandbox_pkg
+    from astra_verl.rollout.config import sandbox_settings
+    from astra_verl.rollout.context import RolloutContext
     from astra_verl.rollout.testing import ScriptedServer, compose_trainer_config, make_loop, run
+    from astra_verl.sandbox import SandboxPool
     from astra_verl.tiny_model import build
     from env_registry.families.procedural import generate
     from env_registry.rows import RowInfo, ToolRef
@@ -151,15 +153,9 @@ def main(argv: list[str] | None = None) -> None:
                 return scripts[s.id][min(k, len(scripts[s.id]) - 1)]
         raise KeyError("prompt of no known environment")
 
-    real_shared = sandbox_pkg.shared_sandbox
-    timed: dict[str, TimedSandbox] = {}
-
-    def shared_timed(config=None):
-        if "pool" not in timed:
-            timed["pool"] = TimedSandbox(real_shared(config))
-        return timed["pool"]
-
-    sandbox_pkg.shared_sandbox = shared_timed
+    # the loops share one instrumented pool through the context they are built with
+    timed = {"pool": TimedSandbox(SandboxPool(sandbox_settings(cfg)))}
+    context = RolloutContext(sandbox=timed["pool"])
 
     def episode_kwargs(i: int) -> dict:
         r = rows[i % len(rows)]
@@ -183,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
         return wall, server.seconds + (server.slept if concurrency == 1 else 0.0)
 
     def ours(server, _spec):
-        return make_loop(cfg, server, tok, agent_name="astra_tool_agent")
+        return make_loop(cfg, server, tok, agent_name="astra_tool_agent", context=context)
 
     def stock(server, spec):
         return make_loop(cfg, server, tok, agent_name="tool_agent", tools=stock_tools(spec))
@@ -221,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         "(sandbox columns: wall time awaited per episode; concurrent episodes overlap, so they can exceed the loop's)"
     )
-    sandbox_pkg.shared_sandbox = real_shared
+    run(timed["pool"].pool.aclose())
 
 
 if __name__ == "__main__":

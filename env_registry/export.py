@@ -48,8 +48,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
+from astra_verl.strict import StrictModel
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef
 from env_registry.spec import EnvSpec
 
@@ -89,20 +91,31 @@ def _row_seed(seed: int, env_id: str) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{env_id}".encode()).digest()[:4], "big")
 
 
-@dataclass
-class ExportConfig:
+class ExportConfig(StrictModel):
+    """How rows are exported (written into the export's manifest)."""
+
+    section = "export config"
+
     mixing_mode: str = "none"
     seed: int = 0
     val_fraction: float = 0.1
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
-    interaction_kwargs: dict[str, Any] = field(default_factory=lambda: {"name": DEFAULT_INTERACTION})
+    interaction_kwargs: dict[str, Any] = Field(default_factory=lambda: {"name": DEFAULT_INTERACTION})
     max_prompt_length: int | None = None
 
-    def __post_init__(self) -> None:
-        if not 0 <= self.val_fraction < 1:
-            raise ExportError(f"val_fraction must be in [0, 1), got {self.val_fraction}")
-        if "name" not in self.interaction_kwargs:
-            raise ExportError("interaction_kwargs needs a 'name' (the environment-interaction hook)")
+    @field_validator("val_fraction")
+    @classmethod
+    def _fraction(cls, value: float) -> float:
+        if not 0 <= value < 1:
+            raise ValueError(f"must be in [0, 1), got {value}")
+        return value
+
+    @field_validator("interaction_kwargs")
+    @classmethod
+    def _names_a_hook(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "name" not in value:
+            raise ValueError("needs a 'name' (the environment-interaction hook)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -261,7 +274,7 @@ def write_export(result: ExportResult, out: str | Path, config: ExportConfig, ex
         "dropped_rows": len(result.dropped),
         "distractors": result.distractors,
         "mixing": result.mixing,
-        "config": asdict(config),
+        "config": config.model_dump(mode="json"),
         **extra,
     }
     (folder / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -99,7 +98,7 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
 def golden_rows(rl_parquet: str | Path, progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """One golden SFT conversation per row of an exported RL parquet; tool outputs from the sandbox."""
     stores: dict[str, EnvStore] = {}
-    plans = [plan_row(row, stores) for row in pd.read_parquet(rl_parquet).to_dict("records")]
+    plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
     jobs = [
         BatchJob(
             Program(tuple(Module(name=replay_module(t.name, p.env.id), source=t.source) for t in p.env.tools)),

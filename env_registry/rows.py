@@ -17,8 +17,11 @@ A row (one RLHFDataset sample):
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from pydantic import ConfigDict, Field
+
+from astra_verl.strict import SettingsError, StrictModel
 
 ROW_VERSION = 1
 AGENT_NAME = "astra_tool_agent"
@@ -28,24 +31,37 @@ class RowError(ValueError):
     """A row's `extra_info.astra` is missing or malformed."""
 
 
-@dataclass(frozen=True)
-class ToolRef:
+class ToolRef(StrictModel):
+    """One tool an episode shows or may show: `ToolRef(env_id, name, distractor=False)`."""
+
+    model_config = ConfigDict(strict=False)  # read back from JSON with its row
+
     env_id: str  # environment whose tool this is (the row's own env, or another for a distractor)
     name: str
     distractor: bool = False
 
+    def __init__(self, *args: Any, **data: Any) -> None:
+        if len(args) > 3:
+            raise TypeError(f"ToolRef takes env_id, name and distractor, got {len(args)} positional arguments")
+        super().__init__(**dict(zip(("env_id", "name", "distractor"), args, strict=False)), **data)
 
-@dataclass
-class RowInfo:
+
+class RowInfo(StrictModel):
+    """`extra_info.astra`: the environment, its store and the tools the prompt shows (persisted, versioned)."""
+
+    model_config = ConfigDict(strict=False)  # read back from JSON: lists for sequences
+    section = "extra_info.astra"
+
     env_id: str
     store: str  # env_registry store location the loop opens to fetch specs
-    tools: list[ToolRef]  # the episode's tools, in the order the prompt shows them (already shuffled)
-    mixing: dict[str, Any] = field(default_factory=dict)  # {"mode": ..., "seed": ...} as exported
+    # the episode's tools, in the order the prompt shows them (already shuffled); a list or a tuple
+    tools: list[ToolRef]
+    mixing: dict[str, Any] = Field(default_factory=dict)  # {"mode": ..., "seed": ...} as exported
     prompt_tokens: int | None = None  # prompt length with these tools, when a tokenizer was given
     version: int = ROW_VERSION
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True)
 
     @classmethod
     def from_extra_info(cls, extra_info: Any) -> RowInfo:
@@ -58,15 +74,11 @@ class RowInfo:
             d = json.loads(raw) if isinstance(raw, str | bytes) else dict(raw)
         except (TypeError, ValueError) as exc:
             raise RowError(f"extra_info.astra is not a JSON object: {exc}") from exc
+        if not isinstance(d, dict):
+            raise RowError(f"extra_info.astra is not a JSON object (got {type(d).__name__})")
         if d.get("version") != ROW_VERSION:
             raise RowError(f"extra_info.astra.version is {d.get('version')!r}; this reader knows {ROW_VERSION}")
         try:
-            return cls(
-                env_id=d["env_id"],
-                store=d["store"],
-                tools=[ToolRef(**t) for t in d["tools"]],
-                mixing=d.get("mixing") or {},
-                prompt_tokens=d.get("prompt_tokens"),
-            )
-        except (KeyError, TypeError) as exc:
-            raise RowError(f"extra_info.astra is malformed ({exc}) in row for env {d.get('env_id')!r}") from exc
+            return cls(**d)
+        except SettingsError as exc:
+            raise RowError(f"{exc} (row of env {d.get('env_id')!r}); re-export the rows") from exc

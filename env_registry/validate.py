@@ -41,7 +41,6 @@ import ast
 import asyncio
 import json
 import keyword
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +92,7 @@ class ValidationIssue:
     field: str  # path into the spec, e.g. "sub_questions[2].depends_on[0]"
     rule: Rule
     message: str
+    golden_call: tuple[int, int] | None = None  # (tool index, golden-call index) of a replay issue about one call
 
     def __str__(self) -> str:
         return f"{self.env_id or '<no id>'} {self.field}: [{self.rule.value}] {self.message}"
@@ -109,8 +109,8 @@ class _Issues(list):
         super().__init__()
         self.env_id = env_id
 
-    def add(self, path: str, rule: Rule, message: str) -> None:
-        self.append(ValidationIssue(self.env_id, path, rule, message))
+    def add(self, path: str, rule: Rule, message: str, golden_call: tuple[int, int] | None = None) -> None:
+        self.append(ValidationIssue(self.env_id, path, rule, message, golden_call))
 
 
 # -- structure -----------------------------------------------------------------------------
@@ -447,13 +447,9 @@ def replay_module(tool_name: str, env_id: str) -> str:
     return f"{tool_name}__{env_id[:8]}"
 
 
-_GOLDEN_CALL = re.compile(r"tools\[(\d+)\]\.golden_calls\[(\d+)\]")
-
-
 def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
     """(tool index, golden-call index) of an issue `replay_env` reported for one call; None otherwise."""
-    m = _GOLDEN_CALL.fullmatch(issue.field)
-    return (int(m[1]), int(m[2])) if m else None
+    return issue.golden_call
 
 
 async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
@@ -470,10 +466,11 @@ async def replay_env(env: EnvSpec, sandbox: Any) -> list[ValidationIssue]:
                 res = await sandbox.call(session, replay_module(t.name, env.id), t.name, g.args)
                 if not res.ok:
                     kind = res.error_kind.value if res.error_kind else "error"
-                    out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}")
+                    out.add(path, Rule.REPLAY_ERROR, f"{call} failed in the sandbox ({kind}): {res.message}", (i, j))
                 elif not answer_in_text(g.expected, res.text, _rule_for(env, t, g.expected)):
                     shown = res.text if len(res.text) <= 300 else res.text[:300] + "..."
-                    out.add(path, Rule.REPLAY_MISMATCH, f"{call} output does not contain {g.expected!r}: {shown}")
+                    message = f"{call} output does not contain {g.expected!r}: {shown}"
+                    out.add(path, Rule.REPLAY_MISMATCH, message, (i, j))
     finally:
         await sandbox.close_session(session)
     return list(out)

@@ -30,10 +30,13 @@ def test_a_wrong_way_import_breaks_the_contract(tmp_path):
     for package in ("astra_verl", "env_registry", "data_synth"):
         subprocess.run(["cp", "-r", str(REPO / package), str(tmp_path / package)], check=True)
     wrong = tmp_path / "astra_verl" / "sandbox" / "config.py"
-    wrong.write_text(wrong.read_text() + textwrap.dedent("""
+    wrong.write_text(
+        wrong.read_text()
+        + textwrap.dedent("""
         def _wrong_way():
             from astra_verl.rollout import agent_loop  # an upward import, even inside a function
-        """))
+        """)
+    )
     proc = lint(CONTRACT, cwd=tmp_path)
     assert proc.returncode != 0
     assert "astra_verl.sandbox.config -> astra_verl.rollout.agent_loop" in proc.stdout

@@ -6,11 +6,13 @@ import json
 import subprocess
 import sys
 
+import pytest
 from testkit import REPO
 
 ORDERS, SEED = 3, 20261203
 
 
+@pytest.mark.slow  # ~2-4 min: one forked interpreter per module
 def test_each_module_imported_first_registers_every_astra_part_and_logs_no_error():
     proc = subprocess.run(
         [sys.executable, str(REPO / "tests" / "import_check.py"), "--orders", str(ORDERS), "--seed", str(SEED)],

@@ -32,7 +32,8 @@ from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
 from astra_verl.eval.bfcl_score import BfclScoringError, call_string, execute_steps, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog
-from astra_verl.sandbox import SandboxPool, shared_sandbox
+from astra_verl.rollout.context import drop_worker_context, worker_context
+from astra_verl.sandbox import SandboxPool
 from data_synth.llm import LLMClient, ScriptedBackend
 from env_registry.families.bfcl import BfclEntry, method_classes
 
@@ -280,7 +281,8 @@ async def _loop_replay(
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     config = loop_config(model_dir, sandbox, overrides)
-    pool = shared_sandbox(trainer_sandbox_config(config))  # the pool the loops use
+    context = worker_context()  # the loops built below take this context: it is their event loop's
+    pool = context.sandbox(trainer_sandbox_config(config))
 
     async def run_episode(i: int):
         out = await run_loop_episode(config, tokenizer, data.rows[i], hermes_script(plans[i]), i)
@@ -289,4 +291,5 @@ async def _loop_replay(
     try:
         await finish(pool, run_episode)
     finally:
-        await pool.aclose()
+        await context.aclose()
+        drop_worker_context(asyncio.get_running_loop())

@@ -5,7 +5,7 @@ JSON written by `python -m astra_verl.eval bfcl-export`) and its episode log
 (`tool_extra_fields["astra_episode"]`, written by `astra_tool_agent` with the `bfcl_multi_turn`
 hook), and asks BFCL's checker for a verdict in a fresh sandbox session (`bfcl_score`: the
 checker re-executes model-written calls, so it never runs in this process). The pool is the
-process's `shared_sandbox` for `astra.sandbox`, which must expose `bfcl_eval` and `mpmath`
+worker's (`astra_verl.rollout.context.worker_context`) for `astra.sandbox`, which must expose `bfcl_eval` and `mpmath`
 (`astra.sandbox.packages`); construction fails otherwise.
 
 `reward_extra_info` (numeric, the same keys for every sample; verl's validation logs them per
@@ -36,6 +36,7 @@ from astra_verl.reward.sample import (
     require_rule_based,
 )
 from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.rollout.context import worker_context
 from env_registry.families.bfcl import TARGET_VERSION, BfclTarget
 
 NAME = "astra_bfcl"
@@ -72,9 +73,7 @@ class AstraBfclRewardManager(RewardManagerBase):
 
     async def score(self, non_tensor: dict) -> dict:
         _, target, log = read_sample(non_tensor, parse_target, _check_hook)
-        from astra_verl.sandbox import shared_sandbox
-
-        verdict = await score_episode(shared_sandbox(self.sandbox_config), target, log)
+        verdict = await score_episode(worker_context().sandbox(self.sandbox_config), target, log)
         return {"reward_score": float(verdict.valid), "reward_extra_info": verdict.extra_info()}
 
     async def run_single(self, data: DataProto) -> dict:

@@ -34,10 +34,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
-from astra_verl.sandbox import SandboxConfig
+from astra_verl.rollout.config import sandbox_settings
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from env_registry.families.bfcl import BfclTarget, bfcl_version
 
@@ -246,10 +244,7 @@ async def _run(sandbox: Sandbox, function: str, args: dict[str, Any], entry_id: 
 
 def trainer_sandbox_config(trainer_config: Any) -> Any:
     """The `SandboxConfig` of a trainer config's `astra.sandbox` section (what the agent loop uses)."""
-    section = OmegaConf.select(trainer_config, "astra.sandbox", default=None)
-    if isinstance(section, DictConfig):
-        section = OmegaConf.to_container(section, resolve=True)
-    return SandboxConfig.from_dict(section)
+    return sandbox_settings(trainer_config)
 
 
 def check_sandbox_config(config: Any) -> None:

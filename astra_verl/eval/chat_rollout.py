@@ -24,34 +24,18 @@ from uuid import uuid4
 
 from astra_verl.rollout.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import ParsedCall
-from astra_verl.rollout.episode_hook import create_hook
-from astra_verl.rollout.hooks import EnvironmentHook, HookAction, HookError
-from astra_verl.rollout.toolset import ToolCatalog, Toolset
+from astra_verl.rollout.episode import Episode
+from astra_verl.rollout.hooks import HookAction
+from astra_verl.rollout.toolset import ToolCatalog
 from data_synth.llm.types import ToolCall
-from env_registry.rows import RowInfo, ToolRef
-from env_registry.spec import EnvSpec
 
 
 @dataclass
-class ChatEpisode:
-    """The state of one chat episode; also the `EpisodeView` hooks read."""
+class ChatEpisode(Episode):
+    """One chat episode: the shared `Episode` (the hooks' `EpisodeView`) plus token usage."""
 
-    request_id: str
-    env: EnvSpec
-    log: EpisodeLog
-    toolset: Toolset
-    hook: EnvironmentHook
-    messages: list[dict[str, Any]]
-    shown: list[str]
     prompt_tokens: int = 0
     completion_tokens: int = 0
-
-    @property
-    def shown_tools(self) -> list[str]:
-        return list(self.shown)
-
-    def tool_schemas(self, refs: list[ToolRef] | tuple[ToolRef, ...]) -> list[dict[str, Any]]:
-        return self.toolset.schemas([r.name for r in refs])
 
 
 @dataclass
@@ -86,22 +70,13 @@ class ChatRollout:
 
     def _episode(self, row: dict[str, Any]) -> ChatEpisode:
         extra_info = row.get("extra_info") or {}
-        info = RowInfo.from_extra_info(extra_info)
-        kwargs = {**dict(extra_info.get("interaction_kwargs") or {}), **self.hook_overrides}
-        try:
-            hook = create_hook(kwargs, default="astra_default", interaction_config_path=None)
-        except HookError as exc:
-            raise HookError(f"row of environment {info.env_id}: {exc}") from exc
-        toolset = self.catalog.toolset(info, hook.tool_pool())
-        messages = [dict(m) for m in _as_list(row["prompt"])]
-        return ChatEpisode(
+        return ChatEpisode.open(
+            self.catalog,
+            extra_info,
+            {**dict(extra_info.get("interaction_kwargs") or {}), **self.hook_overrides},
+            _as_list(row["prompt"]),
             request_id=uuid4().hex,
-            env=self.catalog.spec(info.store, info.env_id),
-            log=EpisodeLog(env_id=info.env_id, hook=hook.name or None),
-            toolset=toolset,
-            hook=hook,
-            messages=messages,
-            shown=list(toolset.initially_shown),
+            default_hook="astra_default",
         )
 
     async def run(self, row: dict[str, Any], *, sample: int = 0, step: str | None = None) -> ChatResult:
@@ -152,12 +127,7 @@ class ChatRollout:
     async def _apply(self, ep: ChatEpisode, action: HookAction | None) -> None:
         if action is None:
             return
-        for ref in action.add_tools:
-            tool = ep.toolset.tools.get(ref.name)
-            if tool is None or (tool.env_id, tool.distractor) != (ref.env_id, ref.distractor):
-                raise HookError(f"hook {ep.hook.name!r} adds tool {ref} that its tool_pool() did not declare")
-            if ref.name not in ep.shown:
-                ep.shown.append(ref.name)
+        ep.reveal(action.add_tools)
         if action.user_message:
             ep.messages.append({"role": "user", "content": action.user_message})
             ep.log.user_turns += 1

@@ -19,11 +19,12 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from astra_verl.reward.f1 import score_episode
 from astra_verl.reward.sample import RewardInputError, parse_target
 from astra_verl.rollout.call_log import EXTRA_FIELDS_KEY, CallLogError, EpisodeLog
+from astra_verl.strict import SettingsError, StrictModel
 
 __all__ = [
     "EPISODES_DIR",
@@ -46,8 +47,8 @@ class RecordError(ValueError):
     """An episode file or line that is not a valid episode record."""
 
 
-class SubQuestionView(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SubQuestionView(StrictModel):
+    section = "episode record sub_questions[]"
 
     id: str
     answer: str
@@ -56,10 +57,10 @@ class SubQuestionView(BaseModel):
     solved: bool
 
 
-class EpisodeRecord(BaseModel):
+class EpisodeRecord(StrictModel):
     """One episode of one training step."""
 
-    model_config = ConfigDict(extra="forbid")
+    section = "episode record"
 
     v: int = RECORD_VERSION
     step: int
@@ -153,7 +154,7 @@ def read_records(path: str | Path) -> Iterator[EpisodeRecord]:
             try:
                 record = EpisodeRecord.model_validate_json(line)
                 record.log()  # the call log must read too
-            except (ValidationError, CallLogError) as e:
+            except (ValidationError, SettingsError, CallLogError) as e:
                 first = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
                 raise RecordError(f"{path}:{n}: not an episode record ({first})") from None
             if record.v != RECORD_VERSION:

@@ -192,36 +192,36 @@ class HFEngine:
     def clear_abort(self) -> None:
         self._abort.clear()
 
+    def _finish_reason(self, request: GenerationRequest, token: int, generated: int, aborted: bool) -> str | None:
+        """Why a row stops after `token` ("stop", "length", "abort"), or None to go on."""
+        p = request.params
+        if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
+            return "stop"
+        if generated >= request.max_tokens:
+            return "length"
+        return "abort" if aborted else None
+
     @torch.no_grad()
     def generate_batch(self, requests: Sequence[GenerationRequest]) -> list[GenerationResult]:
+        """Decode a batch until every row stopped. One loop over a shrinking batch, kept in one
+        function (over 60 lines) because the KV cache, the live rows, the attention mask and the
+        penalty state are pruned together at each step; splitting it would pass them all around."""
         if not requests:
             return []
         if not self._ready or self._pending_names is not None:
             raise RuntimeError(
                 "hf_cpu rollout: generate called while the weights are released or mid-update (replica asleep?)"
             )
-        vocab = self.vocab_size
         rows = list(range(len(requests)))  # request index of each live batch row
-        longest = max(len(r.prompt_ids) for r in requests)
-        pad = 0
-        input_ids = torch.full((len(requests), longest), pad, dtype=torch.long)
-        attention = torch.zeros((len(requests), longest), dtype=torch.long)
-        for i, req in enumerate(requests):
-            input_ids[i, longest - len(req.prompt_ids) :] = torch.tensor(req.prompt_ids)
-            attention[i, longest - len(req.prompt_ids) :] = 1
+        input_ids, attention = _left_padded([r.prompt_ids for r in requests])
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-
-        penalized = any(r.params.repetition_penalty != 1.0 for r in requests)
         seen = None
-        if penalized:
-            seen = torch.zeros((len(requests), vocab), dtype=torch.bool)
+        if any(r.params.repetition_penalty != 1.0 for r in requests):
+            seen = torch.zeros((len(requests), self.vocab_size), dtype=torch.bool)
             seen.scatter_(1, input_ids, attention.bool())
-        generators = []
-        for req in requests:
-            gen = None
-            if req.params.seed is not None:
-                gen = torch.Generator().manual_seed(req.params.seed)
-            generators.append(gen)
+        generators = [
+            torch.Generator().manual_seed(r.params.seed) if r.params.seed is not None else None for r in requests
+        ]
 
         out_tokens: list[list[int]] = [[] for _ in requests]
         out_logprobs: list[list[float]] = [[] for _ in requests]
@@ -248,14 +248,8 @@ class HFEngine:
                 token = int(tokens[b])
                 out_tokens[r].append(token)
                 out_logprobs[r].append(float(logprobs[b]))
-                p = requests[r].params
-                if token in p.stop_token_ids or (not p.ignore_eos and token in self.eos_token_ids):
-                    reasons[r] = "stop"
-                elif len(out_tokens[r]) >= requests[r].max_tokens:
-                    reasons[r] = "length"
-                elif aborted:
-                    reasons[r] = "abort"
-                else:
+                reasons[r] = self._finish_reason(requests[r], token, len(out_tokens[r]), aborted)
+                if reasons[r] is None:
                     keep.append(b)
             if len(keep) < len(rows):
                 if not keep:
@@ -280,3 +274,14 @@ class HFEngine:
             )
             for i, req in enumerate(requests)
         ]
+
+
+def _left_padded(prompts: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input ids, attention mask) of prompts left-padded to the longest (pad id 0, masked out)."""
+    longest = max(len(p) for p in prompts)
+    input_ids = torch.zeros((len(prompts), longest), dtype=torch.long)
+    attention = torch.zeros((len(prompts), longest), dtype=torch.long)
+    for i, ids in enumerate(prompts):
+        input_ids[i, longest - len(ids) :] = torch.tensor(ids)
+        attention[i, longest - len(ids) :] = 1
+    return input_ids, attention

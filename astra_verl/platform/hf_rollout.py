@@ -29,7 +29,7 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import ray
@@ -43,6 +43,7 @@ from verl.workers.rollout.utils import ensure_async_iterator
 
 from astra_verl.platform.hf_engine import GenerationRequest, HFEngine, torch_dtype
 from astra_verl.platform.sampling import SamplingParams
+from astra_verl.strict import StrictModel
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
@@ -50,9 +51,10 @@ logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
 SERVER_PREFIX = "hf_cpu_"
 
 
-@dataclass(frozen=True)
-class HFRolloutOptions:
+class HFRolloutOptions(StrictModel):
     """`actor_rollout_ref.rollout.custom.hf_cpu.*`."""
+
+    section = "actor_rollout_ref.rollout.custom.hf_cpu"
 
     # seconds a batch waits for more requests before it starts (the agent loops send in bursts)
     batch_wait_s: float = 0.005
@@ -63,12 +65,7 @@ class HFRolloutOptions:
 
     @classmethod
     def from_rollout_config(cls, config: RolloutConfig) -> HFRolloutOptions:
-        raw = dict((config.custom or {}).get("hf_cpu") or {})
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - names)
-        if unknown:
-            raise ValueError(f"rollout.custom.hf_cpu: unknown option(s) {unknown}; known: {sorted(names)}")
-        return cls(**raw)
+        return cls.from_mapping((config.custom or {}).get("hf_cpu"))
 
 
 def _check_parallelism(config: RolloutConfig) -> None:

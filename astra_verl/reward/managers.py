@@ -19,10 +19,9 @@ field and the sample: a broken rollout must stop the run, not train on silent ze
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
-from omegaconf import DictConfig, OmegaConf
+from pydantic import Field
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
@@ -35,8 +34,9 @@ from astra_verl.reward.sample import (
     parse_target,
     read_sample,
     require_rule_based,
-    select_key,
 )
+from astra_verl.rollout.config import select_key
+from astra_verl.strict import StrictModel
 
 __all__ = [
     "AstraF1RewardManager",
@@ -53,25 +53,16 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class RewardSettings:
+class RewardSettings(StrictModel):
     """The `astra.reward` section of a recipe."""
 
-    eps: float = DEFAULT_EPS  # guards precision's n_hat / (c + eps) at c = 0
+    section = "astra.reward"
+
+    eps: float = Field(DEFAULT_EPS, gt=0)  # guards precision's n_hat / (c + eps) at c = 0
 
     @classmethod
     def from_config(cls, config: Any) -> RewardSettings:
-        section = select_key(config, "astra.reward") or {}
-        if isinstance(section, DictConfig):
-            section = OmegaConf.to_container(section, resolve=True)
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"astra.reward has unknown keys {unknown}; known: {sorted(known)}")
-        settings = cls(**section)
-        if not settings.eps > 0:
-            raise ValueError(f"astra.reward.eps must be > 0, got {settings.eps}")
-        return settings
+        return cls.from_mapping(select_key(config, "astra.reward"))
 
 
 class AstraRewardManager(RewardManagerBase):

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from omegaconf import DictConfig, OmegaConf
 from pydantic import BaseModel, ValidationError
 
 from astra_verl.rollout.call_log import CallLogError, EpisodeLog
+from astra_verl.rollout.config import select_key
 from env_registry.spec import SPEC_VERSION, RewardTarget
 
 if TYPE_CHECKING:
@@ -27,19 +27,6 @@ T = TypeVar("T")
 
 class RewardInputError(ValueError):
     """A sample lacks what the astra reward needs, or carries it malformed."""
-
-
-def select_key(config: Any, key: str) -> Any:
-    if config is None:
-        return None
-    if isinstance(config, DictConfig):
-        return OmegaConf.select(config, key, default=None)
-    node = config
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 @lru_cache(maxsize=8192)

@@ -67,23 +67,18 @@ from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
 from astra_verl.reward.solved import solved_by_call, solved_by_final_answer
-from env_registry.rows import RowInfo, ToolRef
-from env_registry.spec import EnvSpec, RewardTarget
 
-from .call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from .call_log import CallRecord, CallStatus, Termination
 from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
-from .config import read_configs
-from .episode_hook import create_hook
-from .hooks import EnvironmentHook, HookAction, HookError
-from .toolset import MAX_LOGGED_RAW_CHARS, ToolCatalog, Toolset, digest
+from .context import RolloutContext, worker_context
+from .episode import Episode
+from .hooks import HookAction
+from .toolset import MAX_LOGGED_RAW_CHARS, digest
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "WARN"))
 
 AGENT_NAME = "astra_tool_agent"
-
-_CATALOG = ToolCatalog()
-_WARNED_WORKER_TOOLS = False
 
 
 class PromptTooLong(ValueError):
@@ -111,19 +106,10 @@ def truncate(text: str, limit: int, side: str) -> str:
 
 
 @dataclass
-class Episode:
-    """The state of one rollout; also the `EpisodeView` hooks read."""
+class LoopEpisode(Episode):
+    """One rollout's token-level state on top of the shared `Episode` (the hooks' `EpisodeView`)."""
 
-    request_id: str
-    priority: int  # verl's per-sample priority (vLLM schedules by it)
-    row: RowInfo
-    env: EnvSpec
-    target: RewardTarget
-    hook: EnvironmentHook
-    toolset: Toolset
-    log: EpisodeLog
-    messages: list[dict[str, Any]]
-    shown: list[str]
+    priority: int = 0  # verl's per-sample priority (vLLM schedules by it)
     session: Any = None  # a future of the sandbox Session, opened in the background
     prompt_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
@@ -137,43 +123,32 @@ class Episode:
     server_fields: dict[str, Any] = field(default_factory=dict)
     routed_experts: Any = None
 
-    @property
-    def shown_tools(self) -> list[str]:
-        return list(self.shown)
-
-    def tool_schemas(self, refs: list[ToolRef] | tuple[ToolRef, ...]) -> list[dict[str, Any]]:
-        return self.toolset.schemas([r.name for r in refs])
-
-    @property
-    def tool_needing(self) -> set[str]:
-        return {q.id for q in self.target.sub_questions if q.needs_tool}
-
 
 @register(AGENT_NAME)
 class AstraToolAgentLoop(AgentLoopBase):
-    """See the module docstring. Built by verl per trajectory; settings are read per instance."""
+    """See the module docstring. Built by verl per trajectory; what outlives it is in its `RolloutContext`."""
 
-    def __init__(self, *args, tools: Any = None, **kwargs):
+    def __init__(self, *args, tools: Any = None, context: RolloutContext | None = None, **kwargs):
         super().__init__(*args, **kwargs)
-        global _WARNED_WORKER_TOOLS
-        if tools is not None and getattr(tools, "tools", None) and not _WARNED_WORKER_TOOLS:
-            _WARNED_WORKER_TOOLS = True
+        # verl passes no context: the worker's one is that of its event loop (see context.py)
+        self.context = context or worker_context(self.loop)
+        if tools is not None and getattr(tools, "tools", None) and not self.context.warned_worker_tools:
+            self.context.warned_worker_tools = True
             logger.warning(
                 "astra_tool_agent ignores the %d worker-wide tools of multi_turn.tool_config_path/"
                 "function_tool_path: its tools come from each row's environment",
                 len(tools.tools),
             )
-        self.settings, self.limits, self.sandbox_config = _settings(self.config)
+        settings = self.context.settings(self.config)
+        self.settings, self.limits, self.sandbox_config = settings.rollout, settings.limits, settings.sandbox
         parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
         # the parsers register into verl's registry (astra_verl.rollout.tool_parser, loaded by the plugin)
         self.parser = reporting_parser(parser_name, self.tokenizer, ToolParser._registry)
-        self.sandbox: Any = None  # the process's shared pool, bound to the running event loop in `run`
+        self.sandbox: Any = None  # the worker's pool, bound to the running event loop in `run`
 
     # -- entry point ---------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], priority: int = 0, **kwargs) -> AgentLoopOutput:
-        from astra_verl.sandbox import shared_sandbox
-
-        self.sandbox = shared_sandbox(self.sandbox_config)
+        self.sandbox = self.context.sandbox(self.sandbox_config)
         ep = await self._new_episode(int(priority), kwargs)  # verl hands np.int64 from non_tensor_batch
         # The session's process starts while the prompt is tokenized and the first turn is
         # generated; the first call awaits it (`_session`).
@@ -187,11 +162,11 @@ class AstraToolAgentLoop(AgentLoopBase):
             await self._close_session(ep)
         return self._output(ep)
 
-    async def _session(self, ep: Episode) -> Any:
+    async def _session(self, ep: LoopEpisode) -> Any:
         """The episode's sandbox session (an infrastructure failure to open it raises here)."""
         return await ep.session
 
-    async def _close_session(self, ep: Episode) -> None:
+    async def _close_session(self, ep: LoopEpisode) -> None:
         try:
             session = await ep.session
         except Exception as exc:  # noqa: BLE001 - a call would have raised it; report, do not mask the episode's own
@@ -199,7 +174,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             return
         await self.sandbox.close_session(session)
 
-    async def _step(self, state: State, ep: Episode, sampling_params: dict[str, Any]) -> State:
+    async def _step(self, state: State, ep: LoopEpisode, sampling_params: dict[str, Any]) -> State:
         if state is State.PENDING:
             return await self._handle_pending(ep)
         if state is State.GENERATING:
@@ -210,37 +185,24 @@ class AstraToolAgentLoop(AgentLoopBase):
             return await self._handle_interacting(ep)
         raise RuntimeError(f"astra_tool_agent: no handler for state {state}")
 
-    async def _new_episode(self, priority: int, kwargs: dict[str, Any]) -> Episode:
+    async def _new_episode(self, priority: int, kwargs: dict[str, Any]) -> LoopEpisode:
         extra_info = kwargs.get("extra_info") or {}
-        row = RowInfo.from_extra_info(extra_info)
-        interaction_kwargs = kwargs.get("interaction_kwargs") or extra_info.get("interaction_kwargs") or {}
-        try:
-            hook = create_hook(
-                interaction_kwargs,
-                default=self.settings.default_hook,
-                interaction_config_path=self.settings.interaction_config_path,
-            )
-        except HookError as exc:
-            raise HookError(f"row of environment {row.env_id}: {exc}") from exc
-        toolset = _CATALOG.toolset(row, hook.tool_pool())
-        return Episode(
+        return LoopEpisode.open(
+            self.context.catalog,
+            extra_info,
+            kwargs.get("interaction_kwargs") or extra_info.get("interaction_kwargs") or {},
+            kwargs["raw_prompt"],
             request_id=f"det-{priority}" if self.rollout_config.full_determinism else uuid4().hex,
+            default_hook=self.settings.default_hook,
+            interaction_config_path=self.settings.interaction_config_path,
             priority=priority,
-            row=row,
-            env=_CATALOG.spec(row.store, row.env_id),
-            target=_CATALOG.target(row.store, row.env_id),
-            hook=hook,
-            toolset=toolset,
-            log=EpisodeLog(env_id=row.env_id, hook=hook.name or None),
-            messages=list(kwargs["raw_prompt"]),
-            shown=list(toolset.initially_shown),
         )
 
     # -- PENDING -------------------------------------------------------------------------
-    async def _handle_pending(self, ep: Episode) -> State:
+    async def _handle_pending(self, ep: LoopEpisode) -> State:
         action = await ep.hook.on_start(ep)
         if action is not None:
-            self._reveal(ep, action.add_tools)
+            ep.reveal(action.add_tools)
             if action.user_message:
                 ep.messages.append({"role": "user", "content": action.user_message})
             if action.turn_score is not None:
@@ -262,7 +224,7 @@ class AstraToolAgentLoop(AgentLoopBase):
         return State.GENERATING
 
     # -- GENERATING ----------------------------------------------------------------------
-    async def _handle_generating(self, ep: Episode, sampling_params: dict[str, Any]) -> State:
+    async def _handle_generating(self, ep: LoopEpisode, sampling_params: dict[str, Any]) -> State:
         if self.parser.stop_token_ids:
             stops = sorted(set((sampling_params.get("stop_token_ids") or []) + self.parser.stop_token_ids))
             sampling_params = {**sampling_params, "stop_token_ids": stops}
@@ -301,7 +263,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             return self._terminate(ep, Termination.MAX_TURNS)
         return State.PROCESSING_TOOLS
 
-    def _absorb_server_output(self, ep: Episode, output: TokenOutput) -> None:
+    def _absorb_server_output(self, ep: LoopEpisode, output: TokenOutput) -> None:
         preempted = output.num_preempted if output.num_preempted is not None else 0
         ep.metrics["num_preempted"] = ep.metrics.get("num_preempted", 0) + preempted
         if not ep.server_fields:
@@ -321,12 +283,12 @@ class AstraToolAgentLoop(AgentLoopBase):
             message["tool_calls"] = calls
         return message
 
-    def _turns_exhausted(self, ep: Episode) -> bool:
+    def _turns_exhausted(self, ep: LoopEpisode) -> bool:
         cap = self.limits.max_assistant_turns
         return cap is not None and ep.log.assistant_turns >= cap
 
     # -- PROCESSING_TOOLS ----------------------------------------------------------------
-    async def _handle_processing_tools(self, ep: Episode) -> State:
+    async def _handle_processing_tools(self, ep: LoopEpisode) -> State:
         assert ep.turn is not None
         previous = list(ep.messages)
         pending_user: list[str] = []
@@ -363,27 +325,27 @@ class AstraToolAgentLoop(AgentLoopBase):
         return State.GENERATING
 
     @staticmethod
-    def _credit(ep: Episode, records: list[CallRecord]) -> None:
+    def _credit(ep: LoopEpisode, records: list[CallRecord]) -> None:
         """Record what each call solved, now that its observation is in the model's context."""
         for record in records:
             record.solved = [q for q in solved_by_call(record, ep.target) if q not in ep.solved]
             ep.solved.update(record.solved)
 
     @staticmethod
-    def _leaves_pending(ep: Episode) -> bool:
+    def _leaves_pending(ep: LoopEpisode) -> bool:
         """Some sub-question that needs no tool is not yet solved by a final answer."""
         leaves = {q.id for q in ep.target.sub_questions if not q.needs_tool}
         return bool(leaves - set(solved_by_final_answer(ep.log.final_answer, ep.target)))
 
-    def _apply_midturn(self, ep: Episode, action: HookAction, pending_user: list[str]) -> bool:
-        self._reveal(ep, action.add_tools)
+    def _apply_midturn(self, ep: LoopEpisode, action: HookAction, pending_user: list[str]) -> bool:
+        ep.reveal(action.add_tools)
         if action.turn_score is not None:
             ep.turn_scores.append(action.turn_score)
         if action.user_message:
             pending_user.append(action.user_message)  # after this turn's tool messages
         return action.terminate
 
-    async def _run_call(self, ep: Episode, index: int, call: ParsedCall) -> tuple[CallRecord, str]:
+    async def _run_call(self, ep: LoopEpisode, index: int, call: ParsedCall) -> tuple[CallRecord, str]:
         """Validate and execute one call attempt; returns its log record and the tool message text."""
         if index >= self.limits.max_parallel_calls:
             text = f"Not executed: at most {self.limits.max_parallel_calls} tool calls are run per turn."
@@ -417,12 +379,12 @@ class AstraToolAgentLoop(AgentLoopBase):
         return json.dumps(body, ensure_ascii=False)
 
     # -- INTERACTING ---------------------------------------------------------------------
-    async def _handle_interacting(self, ep: Episode) -> State:
+    async def _handle_interacting(self, ep: LoopEpisode) -> State:
         assert ep.turn is not None
         action = await ep.hook.on_assistant_end(ep, ep.log.final_answer)
         if action is None:
             return self._terminate(ep, Termination.NO_TOOL_CALL)
-        self._reveal(ep, action.add_tools)
+        ep.reveal(action.add_tools)
         if action.turn_score is not None:
             ep.turn_scores.append(action.turn_score)
         if not action.terminate and not action.user_message:
@@ -439,26 +401,15 @@ class AstraToolAgentLoop(AgentLoopBase):
             return self._terminate(ep, Termination.HOOK)
         return State.GENERATING
 
-    def _user_turns_exhausted(self, ep: Episode) -> bool:
+    def _user_turns_exhausted(self, ep: LoopEpisode) -> bool:
         cap = self.limits.max_user_turns
         return cap is not None and ep.log.user_turns >= cap
 
     # -- shared pieces -------------------------------------------------------------------
-    def _schemas(self, ep: Episode) -> list[dict[str, Any]]:
+    def _schemas(self, ep: LoopEpisode) -> list[dict[str, Any]]:
         return ep.toolset.schemas(ep.shown)
 
-    def _reveal(self, ep: Episode, refs: tuple[ToolRef, ...]) -> None:
-        for ref in refs:
-            tool = ep.toolset.tools.get(ref.name)
-            if tool is None or (tool.env_id, tool.distractor) != (ref.env_id, ref.distractor):
-                raise HookError(
-                    f"hook {ep.hook.name!r} adds tool {ref} that its tool_pool() did not declare "
-                    "(tools a hook adds must be loaded at episode start)"
-                )
-            if ref.name not in ep.shown:
-                ep.shown.append(ref.name)
-
-    async def _merge_context(self, ep: Episode, previous: list[dict[str, Any]]) -> bool:
+    async def _merge_context(self, ep: LoopEpisode, previous: list[dict[str, Any]]) -> bool:
         """Append the new context messages' tokens (mask 0); False when they overflow the response."""
         merge, mask, logprobs = await self.ct_merge_context_msg(
             previous,
@@ -477,17 +428,17 @@ class AstraToolAgentLoop(AgentLoopBase):
         return True
 
     @staticmethod
-    def _schemas_at_start(ep: Episode) -> list[dict[str, Any]]:
+    def _schemas_at_start(ep: LoopEpisode) -> list[dict[str, Any]]:
         # Context deltas are rendered against a synthetic prefix; the tool list only has to be the
         # same for both renders of one merge, and the prompt's own list is what the model saw.
         return ep.toolset.schemas(ep.toolset.initially_shown)
 
     @staticmethod
-    def _terminate(ep: Episode, reason: Termination) -> State:
+    def _terminate(ep: LoopEpisode, reason: Termination) -> State:
         ep.log.terminated_by = reason
         return State.TERMINATED
 
-    def _output(self, ep: Episode) -> AgentLoopOutput:
+    def _output(self, ep: LoopEpisode) -> AgentLoopOutput:
         n_resp = len(ep.response_mask)
         prompt_ids = ep.prompt_ids[: len(ep.prompt_ids) - n_resp]
         response_ids = ep.prompt_ids[len(ep.prompt_ids) - n_resp :]
@@ -506,30 +457,3 @@ class AstraToolAgentLoop(AgentLoopBase):
             metrics=ep.metrics,
             extra_fields=extra,
         )
-
-
-_SETTINGS: dict[int, tuple[Any, tuple]] = {}
-
-
-def _settings(trainer_config: Any) -> tuple:
-    """(astra.rollout settings, verl turn limits, SandboxConfig), read once per trainer config:
-    verl builds a loop per trajectory with the same config object."""
-    cached = _SETTINGS.get(id(trainer_config))
-    if cached is not None and cached[0] is trainer_config:
-        return cached[1]
-    settings, limits = read_configs(trainer_config)
-    value = (settings, limits, _sandbox_config(trainer_config))
-    _SETTINGS[id(trainer_config)] = (trainer_config, value)  # holding the config keeps its id unique
-    return value
-
-
-def _sandbox_config(trainer_config: Any) -> Any:
-    """`astra.sandbox` as the sandbox's own config (validated there; unknown keys are errors)."""
-    from omegaconf import OmegaConf
-
-    from astra_verl.sandbox import SandboxConfig
-
-    section = OmegaConf.select(trainer_config, "astra.sandbox", default=None)
-    if section is not None:
-        section = OmegaConf.to_container(section, resolve=True)
-    return SandboxConfig.from_dict(section)

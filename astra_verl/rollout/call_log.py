@@ -9,9 +9,12 @@ rollout can never be scored as a silent 0.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
+
+from pydantic import ConfigDict, Field, ValidationError
+
+from astra_verl.strict import SettingsError, StrictModel, describe
 
 CALL_LOG_VERSION = 1
 EXTRA_FIELDS_KEY = "astra_episode"
@@ -38,8 +41,13 @@ class CallLogError(ValueError):
     """`tool_extra_fields` does not hold a valid astra episode record."""
 
 
-@dataclass
-class CallRecord:
+class CallRecord(StrictModel):
+    """One call attempt of an episode. Mutable: the loop fills `solved` and `seen` once the call's
+    observation is (or is not) in the model's context."""
+
+    model_config = ConfigDict(frozen=False, strict=False)  # read back from JSON: strings for enums
+    section = "call"
+
     turn: int  # assistant turn (1-based) that issued the call
     index: int  # position of the call within its turn
     tool: str | None  # None when no name could be parsed
@@ -50,7 +58,7 @@ class CallRecord:
     output_sha: str = ""  # sha256[:16] of the untruncated output
     distractor: bool = False  # the tool is an irrelevant tool mixed in from another environment
     source_env: str | None = None  # environment the tool's code came from
-    solved: list[str] = field(default_factory=list)  # sub-question ids this call's output solved
+    solved: list[str] = Field(default_factory=list)  # sub-question ids this call's output solved
     # False when the call's tool message never entered the model's context (dropped because it
     # overflowed the response budget): such an output solves nothing.
     seen: bool = True
@@ -61,16 +69,20 @@ class CallRecord:
         return self.status is CallStatus.OK
 
 
-@dataclass
-class EpisodeLog:
+class EpisodeLog(StrictModel):
+    """The episode record (persisted in extra_fields, versioned). Mutable: the loop writes it turn by turn."""
+
+    model_config = ConfigDict(frozen=False, strict=False)  # read back from JSON: strings for enums
+    section = EXTRA_FIELDS_KEY
+
     env_id: str
-    calls: list[CallRecord] = field(default_factory=list)
+    calls: list[CallRecord] = Field(default_factory=list)
     assistant_turns: int = 0
     user_turns: int = 0  # injected user messages (from the interaction hook)
     final_answer: str = ""  # content of the last assistant turn without tool calls
     terminated_by: Termination | None = None
     hook: str | None = None  # the environment-interaction hook that ran the episode
-    hook_state: dict[str, Any] = field(default_factory=dict)  # its final state (`on_end`), JSON-able
+    hook_state: dict[str, Any] = Field(default_factory=dict)  # its final state (`on_end`), JSON-able
     version: int = CALL_LOG_VERSION
 
     # -- counters used by reward_extra_info and metrics ---------------------------------
@@ -95,17 +107,14 @@ class EpisodeLog:
 
     # -- (de)serialisation --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["terminated_by"] = self.terminated_by.value if self.terminated_by else None
-        for c in d["calls"]:
-            c["status"] = c["status"].value if isinstance(c["status"], CallStatus) else c["status"]
-        return d
+        return self.model_dump(mode="json")
 
     def to_extra_fields(self) -> dict[str, Any]:
         return {EXTRA_FIELDS_KEY: self.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Any) -> EpisodeLog:
+        """The record written by `to_dict`; CallLogError names the field when it is not one."""
         if not isinstance(d, dict):
             raise CallLogError(f"{EXTRA_FIELDS_KEY} must be a dict, got {type(d).__name__}")
         if d.get("version") != CALL_LOG_VERSION:
@@ -113,32 +122,9 @@ class EpisodeLog:
                 f"{EXTRA_FIELDS_KEY}.version is {d.get('version')!r}; this reader knows {CALL_LOG_VERSION}"
             )
         try:
-            calls = []
-            for i, c in enumerate(d.get("calls") or []):
-                if not isinstance(c, dict):
-                    raise CallLogError(f"{EXTRA_FIELDS_KEY}.calls[{i}] must be a dict, got {type(c).__name__}")
-                try:
-                    calls.append(CallRecord(**{**c, "status": CallStatus(c["status"])}))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise CallLogError(f"{EXTRA_FIELDS_KEY}.calls[{i}] is malformed: {exc}") from exc
-            term = d.get("terminated_by")
-            return cls(
-                env_id=str(d["env_id"]),
-                calls=calls,
-                assistant_turns=int(d.get("assistant_turns", 0)),
-                user_turns=int(d.get("user_turns", 0)),
-                final_answer=str(d.get("final_answer") or ""),
-                terminated_by=Termination(term) if term else None,
-                hook=d.get("hook"),
-                hook_state=dict(d.get("hook_state") or {}),
-                version=CALL_LOG_VERSION,
-            )
-        except KeyError as exc:
-            raise CallLogError(f"{EXTRA_FIELDS_KEY} lacks the field {exc}") from exc
-        except ValueError as exc:
-            if isinstance(exc, CallLogError):
-                raise
-            raise CallLogError(f"{EXTRA_FIELDS_KEY} is malformed: {exc}") from exc
+            return cls(**d)
+        except SettingsError as exc:
+            raise CallLogError(_explain(exc.__cause__)) from exc
 
     @classmethod
     def from_extra_fields(cls, tool_extra_fields: Any) -> EpisodeLog:
@@ -155,3 +141,15 @@ class EpisodeLog:
                 "by astra_tool_agent"
             )
         return cls.from_dict(tool_extra_fields[EXTRA_FIELDS_KEY])
+
+
+def _explain(exc: ValidationError) -> str:
+    """The first problem of a malformed episode record, named by its field."""
+    first = exc.errors()[0]
+    loc = first["loc"]
+    if loc[:1] == ("calls",) and len(loc) > 1:
+        reason = first["ctx"]["error"] if first["type"] == "value_error" else first["msg"]
+        return f"{EXTRA_FIELDS_KEY}.calls[{loc[1]}] is malformed: {reason}"
+    if first["type"] == "missing" and len(loc) == 1:
+        return f"{EXTRA_FIELDS_KEY} lacks the field {loc[0]!r}"
+    return f"{EXTRA_FIELDS_KEY} is malformed: {describe(exc, EXTRA_FIELDS_KEY, EpisodeLog)}"

@@ -13,50 +13,37 @@ verl's keys are reused where they exist (`actor_rollout_ref.rollout.multi_turn.*
         tool_parser: null               # default: astra_<multi_turn.format>, e.g. astra_hermes
         default_hook: astra_default     # hook for rows without extra_info.interaction_kwargs.name
         interaction_config_path: null   # YAML of verl<=0.7 interactions ({interaction: [...]})
+
+`read_settings` reads all the loop needs from a trainer config at once (`RolloutSettings`: the
+section above, verl's turn limits and `astra.sandbox`); the worker's `RolloutContext` keeps it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-TOOL_MESSAGE_FORMATS = ("text", "json")
+from astra_verl.sandbox import SandboxConfig
+from astra_verl.strict import StrictModel
 
 
-@dataclass(frozen=True)
-class AstraRolloutConfig:
+class AstraRolloutConfig(StrictModel):
+    """The `astra.rollout` section (see the module docstring)."""
+
+    section = "astra.rollout"
+
     stop_when_all_solved: bool = False
     tool_message_format: Literal["text", "json"] = "text"
     tool_parser: str | None = None
     default_hook: str = "astra_default"
     interaction_config_path: str | None = None
 
-    def __post_init__(self) -> None:
-        if self.tool_message_format not in TOOL_MESSAGE_FORMATS:
-            raise ValueError(
-                f"astra.rollout.tool_message_format is {self.tool_message_format!r}; use one of {TOOL_MESSAGE_FORMATS}"
-            )
 
-    @classmethod
-    def from_mapping(cls, section: Any) -> AstraRolloutConfig:
-        if section is None:
-            return cls()
-        if isinstance(section, DictConfig):
-            section = OmegaConf.to_container(section, resolve=True)
-        if not isinstance(section, dict):
-            raise ValueError(f"astra.rollout must be a mapping, got {type(section).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"astra.rollout has unknown keys {unknown}; known keys: {sorted(known)}")
-        return cls(**section)
-
-
-@dataclass(frozen=True)
-class TurnLimits:
+class TurnLimits(StrictModel):
     """The verl multi-turn keys the loop obeys (None = no limit)."""
+
+    section = "actor_rollout_ref.rollout.multi_turn"
 
     max_assistant_turns: int | None
     max_user_turns: int | None
@@ -80,8 +67,36 @@ class TurnLimits:
         )
 
 
-def read_configs(trainer_config: Any) -> tuple[AstraRolloutConfig, TurnLimits]:
-    section = OmegaConf.select(trainer_config, "astra.rollout", default=None)
-    return AstraRolloutConfig.from_mapping(section), TurnLimits.from_rollout_config(
-        trainer_config.actor_rollout_ref.rollout
+class RolloutSettings(StrictModel):
+    """Everything `astra_tool_agent` reads from the trainer config."""
+
+    rollout: AstraRolloutConfig
+    limits: TurnLimits
+    sandbox: SandboxConfig
+
+
+def select_key(config: Any, key: str) -> Any:
+    """The value of dotted `key` in a trainer config (an OmegaConf node or plain dicts), as plain
+    containers; None when absent."""
+    if OmegaConf.is_config(config):
+        node = OmegaConf.select(config, key, default=None)
+        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+    node = config
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def sandbox_settings(trainer_config: Any) -> SandboxConfig:
+    """`astra.sandbox` as the sandbox's own config (unknown keys are errors)."""
+    return SandboxConfig.from_mapping(select_key(trainer_config, "astra.sandbox"))
+
+
+def read_settings(trainer_config: Any) -> RolloutSettings:
+    return RolloutSettings(
+        rollout=AstraRolloutConfig.from_mapping(select_key(trainer_config, "astra.rollout")),
+        limits=TurnLimits.from_rollout_config(trainer_config.actor_rollout_ref.rollout),
+        sandbox=sandbox_settings(trainer_config),
     )

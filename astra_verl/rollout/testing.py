@@ -31,6 +31,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import TokenOutput
 
+from .context import RolloutContext, drop_worker_context
+
 Script = Sequence[str] | Callable[[str, int], str]
 
 
@@ -140,9 +142,17 @@ class ModelServer:
 
 
 def make_loop(
-    config: Any, server: Any, tokenizer, *, agent_name: str = "astra_tool_agent", tools: list | None = None
+    config: Any,
+    server: Any,
+    tokenizer,
+    *,
+    agent_name: str = "astra_tool_agent",
+    tools: list | None = None,
+    context: RolloutContext | None = None,
 ) -> Any:
-    """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does."""
+    """Instantiate a registered agent loop as `AgentLoopWorker._run_agent_loop` does; `context`
+    (astra_tool_agent only) replaces the worker's own, e.g. to give it an instrumented sandbox."""
+    extra = {} if context is None else {"context": context}
     return hydra.utils.instantiate(
         config=_agent_loop_registry[agent_name],
         trainer_config=DictConfigWrap(config=config),
@@ -153,6 +163,7 @@ def make_loop(
         dataset_cls=RLHFDataset,
         data_config=DictConfigWrap(config.data),
         tools=ToolListWrap(tools or []),
+        **extra,
     )
 
 
@@ -161,12 +172,9 @@ def run(coro) -> Any:
     return get_event_loop().run_until_complete(coro)
 
 
-def close_shared_sandbox() -> None:
-    """Close the shared sandbox pool of verl's event loop, whatever its config, so the next
-    agent loop built on that loop may start one with another config."""
-    from astra_verl.sandbox import shared_sandbox
-
-    async def close():
-        await shared_sandbox().aclose()
-
-    run(close())
+def close_worker_context() -> None:
+    """Close the rollout context of verl's event loop (its sandbox pool, whatever its config), so the
+    next agent loop built on that loop starts a fresh one."""
+    context = drop_worker_context(get_event_loop())
+    if context is not None:
+        run(context.aclose())

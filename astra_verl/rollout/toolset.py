@@ -11,9 +11,10 @@ Errors here are data errors (the export or the store is wrong), raised as `Tools
 naming the row's environment and the tool: two shown tools with the same name (the mixer must
 prevent that), a tool missing from its environment, an invalid JSON Schema.
 
-Specs, validators and whole toolsets are cached per process: the G rollouts of a group share
-the row, so they share its (immutable) toolset; each episode still gets its own sandbox
-session, hence fresh tool state.
+Store handles, targets, validators and whole toolsets are cached in the `ToolCatalog` of the
+worker's `RolloutContext`, each in a bounded LRU: the G rollouts of a group share the row, so
+they share its (immutable) toolset; each episode still gets its own sandbox session, hence
+fresh tool state.
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from __future__ import annotations
 import hashlib
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import jsonschema
+from cachetools import LRUCache
 from jsonschema.exceptions import best_match
 
 from astra_verl.sandbox.protocol import Module, Program
@@ -96,7 +97,8 @@ class Toolset:
         A call that cannot run (malformed, unknown or hidden tool, arguments violating the schema)
         is not executed; its record carries the model-readable error as `output`. `observe` maps
         the full text to what the model sees (the agent loop truncates); `output_sha` hashes the
-        full text. `session` is awaited only when a call runs.
+        full text. `session` is awaited only when a call runs. (Over 60 lines: the three refusals
+        and the run share the record's fields through one local helper, read top to bottom.)
         """
         tool = self.tools.get(call.name) if call.name in shown else None
 
@@ -154,34 +156,42 @@ def digest(text: str) -> str:
 
 
 class ToolCatalog:
-    """Process-wide caches of stores, specs, validators and built toolsets."""
+    """A worker's caches of open stores, reward targets, validators and built toolsets, each a bounded LRU.
 
-    def __init__(self, max_toolsets: int = 4096):
-        self._stores: dict[str, Any] = {}
-        self._targets: dict[tuple[str, str], RewardTarget] = {}
-        self._validators: dict[tuple[str, str], Any] = {}
-        self._toolsets: OrderedDict[tuple, Toolset] = OrderedDict()
-        self._max_toolsets = max_toolsets
+    A store keeps its own LRU of parsed specs; the bounds here keep a long run over a large store
+    (or many stores) from growing without limit.
+    """
+
+    def __init__(
+        self, max_stores: int = 16, max_targets: int = 8192, max_validators: int = 16384, max_toolsets: int = 4096
+    ):
+        self._stores: LRUCache[str, Any] = LRUCache(max_stores)
+        self._targets: LRUCache[tuple[str, str], RewardTarget] = LRUCache(max_targets)
+        self._validators: LRUCache[tuple[str, str], Any] = LRUCache(max_validators)
+        self._toolsets: LRUCache[tuple, Toolset] = LRUCache(max_toolsets)
 
     # -- specs -------------------------------------------------------------------------
     def store(self, location: str) -> Any:
-        if location not in self._stores:
-            self._stores[location] = EnvStore.open(location)
-        return self._stores[location]
+        store = self._stores.get(location)
+        if store is None:
+            store = self._stores[location] = EnvStore.open(location)
+        return store
 
     def spec(self, location: str, env_id: str) -> EnvSpec:
         return self.store(location).get(env_id)  # the store keeps an LRU of parsed specs
 
     def target(self, location: str, env_id: str) -> RewardTarget:
         key = (location, env_id)
-        if key not in self._targets:
-            self._targets[key] = self.spec(location, env_id).reward_target()
-        return self._targets[key]
+        target = self._targets.get(key)
+        if target is None:
+            target = self._targets[key] = self.spec(location, env_id).reward_target()
+        return target
 
     # -- tools -------------------------------------------------------------------------
     def _validator(self, env_id: str, tool_name: str, parameters: dict[str, Any]) -> Any:
         key = (env_id, tool_name)
-        if key not in self._validators:
+        validator = self._validators.get(key)
+        if validator is None:
             cls = jsonschema.validators.validator_for(parameters, default=jsonschema.Draft202012Validator)
             try:
                 cls.check_schema(parameters)
@@ -190,15 +200,14 @@ class ToolCatalog:
                     f"environment {env_id}: tool {tool_name!r} has an invalid JSON Schema ({exc.message}); "
                     "re-validate the environment"
                 ) from exc
-            self._validators[key] = cls(parameters)
-        return self._validators[key]
+            validator = self._validators[key] = cls(parameters)
+        return validator
 
     def toolset(self, row: RowInfo, extra: list[ToolRef] | tuple[ToolRef, ...] = ()) -> Toolset:
         """The row's tools (shown) plus `extra` (loaded hidden, e.g. a hook's tool pool)."""
         key = (row.store, row.env_id, tuple(row.tools), tuple(extra))
-        cached = self._toolsets.get(key)
+        cached = self._toolsets.get(key)  # an LRU: a hit makes it the most recent
         if cached is not None:
-            self._toolsets.move_to_end(key)
             return cached
         shown_names = [r.name for r in row.tools]
         dupes = sorted({n for n in shown_names if shown_names.count(n) > 1})
@@ -224,8 +233,6 @@ class ToolCatalog:
             tools[ref.name] = self._episode_tool(row, ref, modules)
         toolset = Toolset(row.env_id, tools, tuple(shown_names), Program(tuple(modules.values())))
         self._toolsets[key] = toolset
-        if len(self._toolsets) > self._max_toolsets:
-            self._toolsets.popitem(last=False)
         return toolset
 
     def _episode_tool(self, row: RowInfo, ref: ToolRef, modules: dict[str, Module]) -> EpisodeTool:

@@ -7,7 +7,6 @@
         r = await pool.call(s, "add", "add", {"a": 1, "b": 2})   # CallResult(ok=True, output="3")
         await pool.close_session(s)
 
-`shared_sandbox()` gives the process's pool for the running event loop (agent loops share it);
 `run_calls` / `run_programs` are synchronous batch helpers (env validation, synthesis replay);
 `describe_isolation()` says which layers are in force on this machine.
 """
@@ -15,7 +14,7 @@
 from .batch import BatchJob, run_calls, run_programs
 from .config import SandboxConfig
 from .launch import SandboxUnavailable, describe_isolation
-from .pool import SandboxError, SandboxPool, shared_sandbox
+from .pool import SandboxError, SandboxPool
 from .protocol import CallResult, ErrorKind, Module, Program, Sandbox, Session
 
 __all__ = [
@@ -33,5 +32,4 @@ __all__ = [
     "describe_isolation",
     "run_calls",
     "run_programs",
-    "shared_sandbox",
 ]

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
-BACKENDS = ("auto", "bwrap", "process")
+from pydantic import Field, field_validator
+
+from astra_verl.strict import StrictModel
+
+Backend = Literal["auto", "bwrap", "process"]
 
 
-@dataclass(frozen=True)
-class SandboxConfig:
+def _default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class SandboxConfig(StrictModel):
     """Limits and shape of a `SandboxPool`.
 
     workers: warm worker processes; each forks the session processes of the episodes placed on
@@ -44,76 +48,50 @@ class SandboxConfig:
         like tool code. A name that is not an installed regular package fails the pool's start.
     """
 
-    workers: int = dataclasses.field(default_factory=lambda: max(1, min(4, os.cpu_count() or 1)))
-    max_sessions: int = 256
-    call_timeout_s: float = 5.0
-    load_timeout_s: float = 10.0
-    session_cpu_s: int = 60
+    section = "astra.sandbox"
+
+    workers: int = Field(default_factory=_default_workers, gt=0)
+    max_sessions: int = Field(256, gt=0)
+    call_timeout_s: float = Field(5.0, gt=0)
+    load_timeout_s: float = Field(10.0, gt=0)
+    session_cpu_s: int = Field(60, gt=0)
     memory_mb: int = 512
-    max_output_chars: int = 20_000
-    file_size_mb: int = 16
-    tmp_mb: int = 64
-    open_files: int = 64
-    threads: int = 16
-    backend: str = "auto"
-    uid_base: int = 1_000_000_000
+    max_output_chars: int = Field(20_000, gt=0)
+    file_size_mb: int = Field(16, gt=0)
+    tmp_mb: int = Field(64, gt=0)
+    open_files: int = Field(64, gt=0)
+    threads: int = Field(16, gt=0)
+    backend: Backend = "auto"
+    uid_base: int = Field(1_000_000_000, gt=0)
     landlock: bool = True
     packages: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "packages":
-                object.__setattr__(self, "packages", _package_names(value))
-                continue
-            if f.name == "backend":
-                if value not in BACKENDS:
-                    raise ValueError(f"astra.sandbox.backend must be one of {BACKENDS}, got {value!r}")
-                continue
-            if f.type in ("bool", bool):
-                if not isinstance(value, bool):
-                    raise TypeError(f"astra.sandbox.{f.name} must be true or false, got {value!r}")
-                continue
-            kind = float if f.type in ("float", float) else int
-            if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
-                raise TypeError(f"astra.sandbox.{f.name} must be {kind.__name__}, got {value!r}")
-            if value <= 0:
-                raise ValueError(f"astra.sandbox.{f.name} must be > 0, got {value!r}")
-        if self.memory_mb < 64:
-            raise ValueError(
-                f"astra.sandbox.memory_mb must be >= 64 (Python itself needs ~30 MiB), got {self.memory_mb}"
-            )
-        if self.uid_base + (1 << 24) >= 2**31:
-            raise ValueError(f"astra.sandbox.uid_base leaves no room below 2**31: {self.uid_base}")
+    @field_validator("packages", mode="before")
+    @classmethod
+    def _package_names(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str) or not isinstance(value, list | tuple) and not hasattr(value, "__iter__"):
+            raise ValueError(f"must be a list of package names, got {value!r}")
+        names = list(value)  # a list, a tuple or an OmegaConf ListConfig
+        for name in names:
+            if not isinstance(name, str) or not name.isidentifier():
+                raise ValueError(f"{name!r} is not a top-level package name (e.g. 'mpmath', no dots)")
+        return tuple(dict.fromkeys(names))
+
+    @field_validator("memory_mb")
+    @classmethod
+    def _memory(cls, value: int) -> int:
+        if value < 64:
+            raise ValueError(f"must be >= 64 (Python itself needs ~30 MiB), got {value}")
+        return value
+
+    @field_validator("uid_base")
+    @classmethod
+    def _uids(cls, value: int) -> int:
+        if value + (1 << 24) >= 2**31:
+            raise ValueError(f"leaves no room below 2**31 for the sessions' uids: {value}")
+        return value
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any] | None) -> SandboxConfig:
+    def from_dict(cls, d: Any) -> SandboxConfig:
         """Build from the `astra.sandbox` section (a dict or an OmegaConf node); unknown keys are errors."""
-        if d is None:
-            return cls()
-        if hasattr(d, "items") and not isinstance(d, dict):  # DictConfig
-            d = {k: d[k] for k in d}
-        if not isinstance(d, dict):
-            raise TypeError(f"astra.sandbox must be a mapping, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown key(s) in astra.sandbox: {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
-            )
-        values = dict(d)
-        for f in fields(cls):  # YAML writes 5 for 5.0: accept ints for float fields
-            if f.name in values and f.type in ("float", float) and isinstance(values[f.name], int):
-                values[f.name] = float(values[f.name])
-        return cls(**values)
-
-
-def _package_names(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, Sequence):  # list, tuple, OmegaConf ListConfig
-        raise TypeError(f"astra.sandbox.packages must be a list of package names, got {value!r}")
-    for name in value:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ValueError(
-                f"astra.sandbox.packages: {name!r} is not a top-level package name (e.g. 'mpmath', no dots)"
-            )
-    return tuple(dict.fromkeys(value))
+        return cls.from_mapping(d)

@@ -20,10 +20,9 @@ Design (why it is fast and why it is safe):
   the reason read from its wait status, which its worker reports. Either way the session is
   restarted fresh on its next call, and the message says the tool state was reset. A worker that
   dies takes only its own sessions with it; the pool starts a replacement.
-* **Event loop.** A pool belongs to the event loop it was started on; `shared_sandbox()` keeps one
-  pool per (process, event loop): verl builds an agent loop per trajectory, and all of them run on
-  `verl.utils.ray_utils.get_event_loop()`, so they share one pool. Using a pool from another loop
-  raises a RuntimeError that says so.
+* **Event loop.** A pool belongs to the event loop it was started on; using it from another loop
+  raises a RuntimeError that says so. (The rollout keeps one pool per worker, i.e. per event loop,
+  in its `RolloutContext`.)
 """
 
 from __future__ import annotations
@@ -486,7 +485,7 @@ class SandboxPool(Sandbox):
         elif self._loop is not loop:
             raise RuntimeError(
                 "this SandboxPool belongs to another event loop; create one pool per loop "
-                "(shared_sandbox() does) and use it only from that loop"
+                "and use it only from that loop"
             )
 
     async def __aenter__(self) -> SandboxPool:
@@ -754,6 +753,11 @@ class SandboxPool(Sandbox):
         await asyncio.to_thread(lambda: [w.reap() for w in workers])
         self._finalizer()
 
+    @property
+    def closed(self) -> bool:
+        """The pool was closed (or terminated); a closed pool runs nothing again."""
+        return self._closing
+
     def terminate(self) -> None:
         """Kill every worker now, without the event loop (for pools whose loop is gone)."""
         self._closing = True
@@ -786,34 +790,3 @@ def _kill_all(popens: list[subprocess.Popen], host_tmp: str | None, stopped: thr
             p.kill()
     if host_tmp:
         shutil.rmtree(host_tmp, ignore_errors=True)
-
-
-# One pool per (process, event loop): see the module docstring. Keyed by id(loop), with a weak
-# reference to tell a reused id from the same loop.
-_SHARED: dict[int, tuple[weakref.ref, SandboxPool]] = {}
-
-
-def shared_sandbox(config: SandboxConfig | None = None) -> SandboxPool:
-    """The process's pool for the running event loop, created on first use.
-
-    Call it from a coroutine (an agent loop's `run`). Each event loop gets its own pool (a pool
-    cannot serve two loops); pools of loops that were closed are shut down here. Asking for the
-    shared pool with a config different from the one it was created with is an error.
-    """
-    loop = asyncio.get_running_loop()
-    for key, (ref, old) in list(_SHARED.items()):
-        dead = ref()
-        if dead is None or dead.is_closed() or old._closing:
-            old.terminate()
-            del _SHARED[key]
-    entry = _SHARED.get(id(loop))
-    if entry is None:
-        pool = SandboxPool(config or SandboxConfig())
-        _SHARED[id(loop)] = (weakref.ref(loop), pool)
-        return pool
-    pool = entry[1]
-    if config is not None and pool.config != config:
-        raise ValueError(
-            f"shared_sandbox() already holds a pool for this event loop with a different config: {pool.config} != {config}"
-        )
-    return pool

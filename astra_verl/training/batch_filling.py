@@ -37,8 +37,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from astra_verl.strict import StrictModel
 
 __all__ = [
     "BatchFiller",
@@ -55,47 +59,34 @@ class BatchFillingExhausted(RuntimeError):
     """A step generated its whole budget of prompts without finding enough valid groups."""
 
 
-@dataclass(frozen=True)
-class BatchFillingConfig:
+class BatchFillingConfig(StrictModel):
     """The `astra.batch_filling` section of a recipe."""
 
+    section = "astra.batch_filling"
+
     enable: bool = True
-    delta: float = 0.0  # a group is valid iff std(R) > delta
+    delta: float = Field(0.0, ge=0)  # a group is valid iff std(R) > delta
     metric: str = "reward"  # "reward": the trajectory's reward (rm_scores); else a reward_extra_info key
     carry_over: bool = True  # surplus valid groups train in the next step (ASTRA §3)
-    max_carry_steps: int = 1  # a carried group older than this many steps is dropped (bounds off-policyness)
-    refill_factor: float = 2.0  # prompts dispatched per dropped group while the batch is short
-    max_inflight_batches: float = 1.0  # prompts pending or generating at once, in batches
+    max_carry_steps: int = Field(1, ge=0)  # a carried group older than this many steps is dropped (off-policyness)
+    refill_factor: float = Field(2.0, gt=0)  # prompts dispatched per dropped group while the batch is short
+    max_inflight_batches: float = Field(1.0, gt=0)  # prompts pending or generating at once, in batches
     max_gen_batches: float = 8.0  # prompts one step may generate, in batches, before on_exhausted
     on_exhausted: Literal["fill", "error"] = "fill"
 
-    def __post_init__(self) -> None:
-        problems = []
-        if not self.delta >= 0:
-            problems.append(f"delta must be >= 0, got {self.delta}")
-        if self.max_carry_steps < 0:
-            problems.append(f"max_carry_steps must be >= 0, got {self.max_carry_steps}")
-        if not self.refill_factor > 0:
-            problems.append(f"refill_factor must be > 0, got {self.refill_factor}")
-        if not self.max_inflight_batches > 0:
-            problems.append(f"max_inflight_batches must be > 0, got {self.max_inflight_batches}")
-        if not self.max_gen_batches >= 1:
-            problems.append(f"max_gen_batches must be >= 1 (the step's own batch), got {self.max_gen_batches}")
-        if self.on_exhausted not in ("fill", "error"):
-            problems.append(f"on_exhausted must be 'fill' or 'error', got {self.on_exhausted!r}")
-        if not self.metric:
-            problems.append("metric must name 'reward' or a reward_extra_info key")
-        if problems:
-            raise ValueError("astra.batch_filling: " + "; ".join(problems))
-
+    @field_validator("max_gen_batches")
     @classmethod
-    def from_mapping(cls, section: Mapping[str, Any] | None) -> BatchFillingConfig:
-        section = dict(section or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(section) - known)
-        if unknown:
-            raise ValueError(f"astra.batch_filling has unknown keys {unknown}; known: {sorted(known)}")
-        return cls(**section)
+    def _at_least_the_steps_batch(cls, value: float) -> float:
+        if not value >= 1:
+            raise ValueError(f"must be >= 1 (the step's own batch), got {value}")
+        return value
+
+    @field_validator("metric")
+    @classmethod
+    def _names_a_metric(cls, value: str) -> str:
+        if not value:
+            raise ValueError("must name 'reward' or a reward_extra_info key")
+        return value
 
 
 def group_std(rewards: Sequence[float]) -> float:

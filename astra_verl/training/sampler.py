@@ -48,6 +48,7 @@ from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, Repla
 from verl.utils.skip import SkipManager
 
 from astra_verl.inspect.records import episode_record, write_records
+from astra_verl.strict import StrictModel
 from astra_verl.training.batch_filling import BatchFiller, BatchFillingConfig, Group
 from astra_verl.training.metrics import episode_metrics
 
@@ -55,7 +56,17 @@ __all__ = ["AstraReplayBuffer", "final_keys"]
 
 logger = logging.getLogger(__name__)
 
-_KNOWN_KWARGS = {"batch_filling", "gen_batch_size", "verl_filter_groups", "poll_interval", "episode_dir"}
+
+class SamplerKwargs(StrictModel):
+    """`trainer.v1.sampler.sampler_kwargs` as the recipe hands them over (see the module docstring)."""
+
+    section = "trainer.v1.sampler.sampler_kwargs"
+
+    batch_filling: dict[str, Any] | None = None  # the `astra.batch_filling` section, read by BatchFillingConfig
+    gen_batch_size: int | None = None
+    verl_filter_groups: bool = False
+    poll_interval: float = 2.0
+    episode_dir: str | None = None  # ${trainer.rollout_data_dir}: where episode records go (None: none)
 
 
 def final_keys(keys: Iterable[str]) -> list[str]:
@@ -93,22 +104,17 @@ class AstraReplayBuffer(ReplayBuffer):
                 f"AstraReplayBuffer supports trainer.v1.trainer_mode=sync only (got {trainer_mode!r}): ASTRA trains "
                 "on-policy; for async modes unset trainer.v1.sampler.custom_sampler"
             )
-        options = _as_dict(sampler_kwargs)
-        unknown = sorted(set(options) - _KNOWN_KWARGS)
-        if unknown:
-            raise ValueError(
-                f"trainer.v1.sampler.sampler_kwargs has unknown keys {unknown}; known: {sorted(_KNOWN_KWARGS)}"
-            )
-        self.filling = BatchFillingConfig.from_mapping(options.get("batch_filling"))
-        if options.get("verl_filter_groups"):
+        options = SamplerKwargs.from_mapping(_as_dict(sampler_kwargs))
+        self.filling = BatchFillingConfig.from_mapping(options.batch_filling)
+        if options.verl_filter_groups:
             raise ValueError(
                 "algorithm.filter_groups.enable=True is ignored by verl when a custom sampler is set; "
                 "AstraReplayBuffer does the filtering: set algorithm.filter_groups.enable=False and use "
                 "astra.batch_filling (delta=0 drops exactly the groups verl's filter_groups drops)"
             )
-        if self.filling.enable and options.get("gen_batch_size") != 1:
+        if self.filling.enable and options.gen_batch_size != 1:
             raise ValueError(
-                f"astra.batch_filling needs data.gen_batch_size=1 (got {options.get('gen_batch_size')!r}): "
+                f"astra.batch_filling needs data.gen_batch_size=1 (got {options.gen_batch_size!r}): "
                 "refills ask the trainer for any number of prompts, in gen_batch_size chunks"
             )
         if self.filling.enable and refill_fn is None:
@@ -119,12 +125,12 @@ class AstraReplayBuffer(ReplayBuffer):
             max_off_policy_threshold=max_off_policy_threshold,
             max_off_policy_strategy=max_off_policy_strategy,
             sampler_kwargs=sampler_kwargs,
-            poll_interval=float(options.get("poll_interval", 2.0)),
+            poll_interval=options.poll_interval,
             refill_fn=refill_fn,
             **kwargs,
         )
         self._rewards: dict[str, tuple[float, ...]] = {}  # finished groups are immutable: read once
-        self.episode_dir: str | None = options.get("episode_dir") or None  # None: no episode records
+        self.episode_dir: str | None = options.episode_dir or None  # None: no episode records
 
     @SkipManager.annotate_tq(role="rollout_tq", phase="sample")
     def sample(self, global_steps: int, partition_id: str, batch_size: int):

@@ -24,7 +24,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+
+from astra_verl.strict import SettingsError, StrictModel
 
 __all__ = [
     "MANIFEST_FILE",
@@ -45,8 +47,8 @@ class ManifestError(ValueError):
     """The run directory was made with other settings, or its manifest cannot be read."""
 
 
-class StepSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class StepSettings(StrictModel):
+    section = "manifest.json steps.<step>"
 
     settings: dict[str, Any]
     fingerprint: str
@@ -54,8 +56,8 @@ class StepSettings(BaseModel):
     last_run: float
 
 
-class Change(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Change(StrictModel):
+    section = "manifest.json history[]"
 
     time: float
     step: str
@@ -63,8 +65,8 @@ class Change(BaseModel):
     differences: list[str]
 
 
-class RunManifest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class RunManifest(StrictModel):
+    section = "manifest.json"
 
     version: int = MANIFEST_VERSION
     pipeline: str
@@ -111,9 +113,10 @@ def read_manifest(run_dir: str | Path, pipeline: str) -> RunManifest:
         return RunManifest(pipeline=pipeline)
     try:
         manifest = RunManifest.model_validate_json(path.read_text(encoding="utf-8"))
-    except ValidationError as e:
+    except (ValidationError, SettingsError) as e:
         raise ManifestError(
-            f"{path} is not a valid run manifest ({e.errors()[0]['msg']}); restore it or use a new --run-dir"
+            f"{path} is not a valid run manifest ({e.errors()[0]['msg'] if isinstance(e, ValidationError) else e}); "
+            "restore it or use a new --run-dir"
         ) from None
     if manifest.pipeline != pipeline:
         raise ManifestError(

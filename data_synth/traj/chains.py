@@ -22,26 +22,30 @@ import bisect
 import hashlib
 import random
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass
 
 import networkx as nx
+from pydantic import model_validator
 
+from astra_verl.strict import StrictModel
 from data_synth.traj.records import Chain
 
 
-@dataclass
-class ChainConfig:
+class ChainConfig(StrictModel):
+    section = "chains"
+
     min_len: int = 2
     max_len: int = 5
     per_start: int = 3
     attempts_factor: int = 4
     seed: int = 0
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> ChainConfig:
         if not 2 <= self.min_len <= self.max_len:
             raise ValueError(f"chain lengths must satisfy 2 <= min_len <= max_len, got {self.min_len}..{self.max_len}")
         if self.per_start < 1 or self.attempts_factor < 1:
             raise ValueError("per_start and attempts_factor must be >= 1")
+        return self
 
 
 class WalkGraph:

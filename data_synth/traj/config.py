@@ -1,4 +1,4 @@
-"""All settings of the trajectory pipeline, one dataclass per step, readable from YAML.
+"""All settings of the trajectory pipeline, one model per step, readable from YAML.
 
     ingest:   {min_tools: 3, drop_invalid_tools: true}
     propose:  {samples: 1, max_chains: 12, max_len: 5}
@@ -12,18 +12,19 @@
     export:   {system_prompt: true, parallel_calls: keep}
     concurrency: 64
 
-A key the dataclasses do not know is an error naming the section and the known keys.
+Every section is a strict settings model (`astra_verl.strict.StrictModel`): a key it does not
+know, or a value of the wrong type, is an error naming the section, the key and the known keys.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import Field
 
+from astra_verl.strict import SettingsError, StrictModel
 from data_synth.traj.chains import ChainConfig
 from data_synth.traj.export_sft import SFTExportConfig
 from data_synth.traj.graph import GraphConfig
@@ -35,39 +36,29 @@ from data_synth.traj.tasks import TaskConfig
 from data_synth.traj.verify_chains import VerifyConfig
 
 
-@dataclass
-class TrajConfig:
-    ingest: IngestConfig = field(default_factory=IngestConfig)
-    propose: ProposeConfig = field(default_factory=ProposeConfig)
-    graph: GraphConfig = field(default_factory=GraphConfig)
-    chains: ChainConfig = field(default_factory=ChainConfig)
-    verify: VerifyConfig = field(default_factory=VerifyConfig)
-    tasks: TaskConfig = field(default_factory=TaskConfig)
-    interact: InteractConfig = field(default_factory=InteractConfig)
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
-    export: SFTExportConfig = field(default_factory=SFTExportConfig)
+class TrajConfig(StrictModel):
+    section = "traj config"
+
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    propose: ProposeConfig = Field(default_factory=ProposeConfig)
+    graph: GraphConfig = Field(default_factory=GraphConfig)
+    chains: ChainConfig = Field(default_factory=ChainConfig)
+    verify: VerifyConfig = Field(default_factory=VerifyConfig)
+    tasks: TaskConfig = Field(default_factory=TaskConfig)
+    interact: InteractConfig = Field(default_factory=InteractConfig)
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    export: SFTExportConfig = Field(default_factory=SFTExportConfig)
     concurrency: int = 64
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any] | None) -> TrajConfig:
-        raw = dict(raw or {})
-        kwargs: dict[str, Any] = {}
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = set(raw) - set(fields)
-        if unknown:
-            raise ValueError(f"unknown config sections {sorted(unknown)}; known: {sorted(fields)}")
-        for name, value in raw.items():
-            f = fields[name]
-            if name == "concurrency":
-                kwargs[name] = int(value)
-                continue
-            section_cls = f.default_factory  # the section's dataclass
-            known = {x.name for x in dataclasses.fields(section_cls)}
-            bad = set(value or {}) - known
-            if bad:
-                raise ValueError(f"config section {name!r}: unknown keys {sorted(bad)}; known: {sorted(known)}")
-            kwargs[name] = section_cls(**(value or {}))
-        return cls(**kwargs)
+        """Each section read by its own model (its errors name it), then the whole (unknown sections refused)."""
+        built = {}
+        for name, value in dict(raw or {}).items():
+            model = cls.model_fields[name].annotation if name in cls.model_fields else None
+            is_section = isinstance(model, type) and issubclass(model, StrictModel)
+            built[name] = model.from_mapping(value) if is_section else value
+        return cls(**built)
 
     @classmethod
     def from_yaml(cls, path: str | Path | None) -> TrajConfig:
@@ -75,8 +66,11 @@ class TrajConfig:
             return cls()
         raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         if raw is not None and not isinstance(raw, dict):
-            raise ValueError(f"{path}: expected a mapping of sections")
-        return cls.from_dict(raw)
+            raise SettingsError(f"{path}: expected a mapping of sections")
+        try:
+            return cls.from_dict(raw)
+        except SettingsError as exc:
+            raise SettingsError(f"{path}: {exc}") from exc
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()

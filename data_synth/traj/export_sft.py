@@ -16,21 +16,22 @@ judge's rejection reason and detail), for inspection and re-filtering.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from astra_verl.strict import StrictModel
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.records import JudgedTrajectory, Trajectory
 
 SFT_VERSION = 1
 
 
-@dataclass
-class SFTExportConfig:
+class SFTExportConfig(StrictModel):
+    section = "export"
+
     system_prompt: bool = True  # keep the agent's system message in `messages`
     parallel_calls: Literal["keep", "drop"] = "keep"
 

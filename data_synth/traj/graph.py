@@ -19,18 +19,19 @@ On disk: one `GraphRecord` JSON line per server, and GraphML (`write_graphml`) f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import networkx as nx
 
+from astra_verl.strict import StrictModel
 from data_synth.traj.compat import compat
 from data_synth.traj.records import ChainProposal, Edge, GraphRecord, Server
 
 
-@dataclass
-class GraphConfig:
+class GraphConfig(StrictModel):
+    section = "graph"
+
     alpha: float = 0.5
     llm_min: float = 0.5
     compat_min: float = 0.3

@@ -28,11 +28,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from astra_verl.strict import StrictModel
 from data_synth.pipeline import Reject
 from data_synth.traj.records import DroppedTool, Server, Source, SourceRecord, ToolDoc
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_output, normalize_parameters
@@ -41,8 +41,9 @@ FORMATS = ("astra", "openai", "mcp", "bfcl")
 _BFCL_SPLIT = "Tool description:"
 
 
-@dataclass
-class IngestConfig:
+class IngestConfig(StrictModel):
+    section = "ingest"
+
     min_tools: int = 3
     drop_invalid_tools: bool = True
 

@@ -25,15 +25,18 @@ from enum import Enum
 from typing import Any, Literal, Protocol
 
 from jsonschema import Draft202012Validator
+from pydantic import model_validator
 
+from astra_verl.strict import StrictModel
 from data_synth.llm import Completion, LLMClient, ToolCall
 from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
 from data_synth.traj.records import Observation, ScoredTask, Server, ToolDoc, Trajectory, TrajectoryCall
 
 
-@dataclass
-class InteractConfig:
+class InteractConfig(StrictModel):
+    section = "interact"
+
     max_llm_calls: int = 20
     task_timeout_s: float = 600.0
     failure_rate: float = 0.2
@@ -45,11 +48,13 @@ class InteractConfig:
     agent_temperature: float | None = None
     simulator_temperature: float | None = None
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> InteractConfig:
         if not 0.0 <= self.failure_rate <= 1.0:
             raise ValueError(f"failure_rate must be in [0, 1], got {self.failure_rate}")
         if self.max_llm_calls < 1:
             raise ValueError("max_llm_calls must be >= 1")
+        return self
 
 
 class ToolBackend(Protocol):
@@ -82,7 +87,7 @@ def check_call(call: ToolCall, server: Server) -> tuple[ToolDoc | None, str | No
 
 
 @dataclass
-class Episode:
+class TrajectoryEpisode:
     """The mutable state of one episode."""
 
     messages: list[dict[str, Any]]
@@ -91,7 +96,7 @@ class Episode:
     last: Completion | None = None
 
 
-async def _handle_calls(ep: Episode, server: Server, backend: ToolBackend) -> None:
+async def _handle_calls(ep: TrajectoryEpisode, server: Server, backend: ToolBackend) -> None:
     assert ep.last is not None
     turn = ep.llm_calls
     tool_calls = []
@@ -127,13 +132,13 @@ async def _handle_calls(ep: Episode, server: Server, backend: ToolBackend) -> No
 
 async def _run(
     agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
-) -> Episode:
+) -> TrajectoryEpisode:
     task = item.task
     messages: list[dict[str, Any]] = []
     if cfg.system_prompt:
         messages.append({"role": "system", "content": load_prompt("traj/agent_system").render("system")})
     messages.append({"role": "user", "content": task.query})
-    ep = Episode(messages=messages, calls=[])
+    ep = TrajectoryEpisode(messages=messages, calls=[])
     tools = server.openai_tools()
     state = State.GENERATING
     while state is not State.DONE:

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import Field, model_validator
+
+from astra_verl.strict import StrictModel
 from data_synth.llm import LLMClient
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
@@ -40,19 +42,22 @@ _URL = re.compile(r"https?://[^\s)\]>\"'`]+")
 _MAX_TURN_CHARS = 2000
 
 
-@dataclass
-class JudgeConfig:
+class JudgeConfig(StrictModel):
+    section = "judge"
+
     threshold: float = 0.7
-    min_per_dim: dict[str, float] = field(default_factory=dict)
+    min_per_dim: dict[str, float] = Field(default_factory=dict)
     samples: int = 1
     temperature: float | None = 0.0
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> JudgeConfig:
         unknown = set(self.min_per_dim) - set(DIMENSIONS)
         if unknown:
             raise ValueError(f"unknown judge dimensions {sorted(unknown)}; known: {DIMENSIONS}")
         if self.samples < 1:
             raise ValueError("samples must be >= 1")
+        return self
 
 
 def transcript(traj: Trajectory) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from astra_verl.strict import StrictModel
 from data_synth.llm import LLMClient, LLMOutputError
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
@@ -19,8 +20,9 @@ from data_synth.traj.graph import ChainProposal
 from data_synth.traj.records import Server
 
 
-@dataclass
-class ProposeConfig:
+class ProposeConfig(StrictModel):
+    section = "propose"
+
     samples: int = 1  # 0 = schema-only graphs (no LLM)
     max_chains: int = 12
     max_len: int = 5

@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from astra_verl.strict import StrictModel
 from data_synth.llm import LLMClient
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
@@ -36,23 +36,26 @@ AUGMENT_MODES = ("diverse", "complicate", "persona")
 SCORE_DIMS = ("question_quality", "scenario_realism", "tool_necessity")
 
 
-@dataclass
-class TaskConfig:
+class TaskConfig(StrictModel):
+    section = "tasks"
+
     per_chain: int = 2
     per_server: int = 3
-    augment: list[str] = field(default_factory=lambda: list(AUGMENT_MODES))
+    augment: list[str] = Field(default_factory=lambda: list(AUGMENT_MODES))
     personas: str | None = None  # a JSONL file of {"id", "persona"}; None: the shipped set
-    thresholds: dict[str, float] = field(
+    thresholds: dict[str, float] = Field(
         default_factory=lambda: {"question_quality": 3, "scenario_realism": 3, "tool_necessity": 4}
     )
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _check(self) -> TaskConfig:
         bad = [m for m in self.augment if m not in AUGMENT_MODES]
         if bad:
             raise ValueError(f"unknown augmentation modes {bad}; choose from {AUGMENT_MODES}")
         unknown = set(self.thresholds) - set(SCORE_DIMS)
         if unknown:
             raise ValueError(f"unknown score dimensions {sorted(unknown)}; known: {SCORE_DIMS}")
+        return self
 
 
 class Persona(BaseModel):

@@ -16,11 +16,11 @@ A chain that fails either check is rejected with the reason and the evidence.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from astra_verl.strict import StrictModel
 from data_synth.llm import LLMClient, LLMOutputError
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
@@ -28,8 +28,9 @@ from data_synth.traj.query_checks import check_query
 from data_synth.traj.records import BackTranslation, Server, Vote
 
 
-@dataclass
-class VerifyConfig:
+class VerifyConfig(StrictModel):
+    section = "verify"
+
     votes: int = 3
     vote_temperature: float | None = 0.7
     back_translate: bool = True

@@ -296,10 +296,11 @@ def export_rows(
         info = RowInfo.from_extra_info(row["extra_info"])
         entry = by_env[info.env_id]
         hidden = {doc["name"] for docs in entry.held_back.values() for doc in docs}
-        info.tools = [ref for ref in info.tools if ref.name not in hidden]
+        info = info.model_copy(update={"tools": [ref for ref in info.tools if ref.name not in hidden]})
         if tokenizer is not None:
             spec = store.get(info.env_id)
-            info.prompt_tokens = count_prompt_tokens(tokenizer, row["prompt"], tool_schemas(spec, info.tools, store))
+            tokens = count_prompt_tokens(tokenizer, row["prompt"], tool_schemas(spec, info.tools, store))
+            info = info.model_copy(update={"prompt_tokens": tokens})
             if max_prompt_length is not None and info.prompt_tokens > max_prompt_length:
                 dropped.append({"id": entry.id, "env_id": info.env_id, "prompt_tokens": info.prompt_tokens})
                 continue

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from env_registry.spec import GoldenCall
-from env_registry.validate import Rule, validate_envs
+from env_registry.validate import Rule, golden_call_of, validate_envs
 
 
 def _corrupt(env, fn):
@@ -46,8 +46,10 @@ def test_replay_names_the_failing_golden_call(envs):
     assert env.id not in report.issues
     mismatch = report.issues[bad["mismatch"].id]
     assert [(i.rule, i.field) for i in mismatch] == [(Rule.REPLAY_MISMATCH, "tools[0].golden_calls[0]")]
+    assert [golden_call_of(i) for i in mismatch] == [(0, 0)]  # the location, typed
     assert "987654321" in mismatch[0].message
     raised = report.issues[bad["raises"].id]
     assert {i.rule for i in raised} == {Rule.REPLAY_ERROR} and all(i.field.startswith("tools[1].") for i in raised)
+    assert {golden_call_of(i)[0] for i in raised} == {1}
     assert "mock backend down" in raised[0].message
     assert {i.rule for i in report.issues[bad["unloadable"].id]} == {Rule.REPLAY_ERROR}

@@ -276,9 +276,10 @@ def test_check_tool_applies_the_same_rules_as_check_structure(fanin, edit):
 
 
 def test_golden_call_of_reads_the_replay_issue_location():
-    def issue(where):
-        return ValidationIssue("e", where, Rule.REPLAY_MISMATCH, "m")
+    # the location travels typed, as replay_env records it (test_replay checks that it does)
+    def issue(where, golden_call=None):
+        return ValidationIssue("e", where, Rule.REPLAY_MISMATCH, "m", golden_call)
 
-    assert golden_call_of(issue("tools[3].golden_calls[12]")) == (3, 12)
+    assert golden_call_of(issue("tools[3].golden_calls[12]", (3, 12))) == (3, 12)
     assert golden_call_of(issue("tools[3].golden_calls[1].args['x']")) is None
     assert golden_call_of(issue("tools")) is None

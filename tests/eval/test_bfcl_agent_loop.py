@@ -11,7 +11,7 @@ from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
 from astra_verl.eval import bfcl_replay
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
-from astra_verl.rollout.testing import close_shared_sandbox, run
+from astra_verl.rollout.testing import close_worker_context, run
 
 LOOP_OVERRIDES = ["data.max_prompt_length=32768", "data.max_response_length=32768"]  # the tiny BPE is verbose
 
@@ -20,9 +20,9 @@ LOOP_OVERRIDES = ["data.max_prompt_length=32768", "data.max_response_length=3276
 def loop_kit(tiny_model_dir, tiny_tokenizer):
     """The trainer config of `+recipe=astra_bfcl_eval` for the tiny model, on a shared pool of its own."""
     config = bfcl_replay.loop_config(str(tiny_model_dir), overrides=LOOP_OVERRIDES)
-    close_shared_sandbox()  # other tests share verl's event loop with their own sandbox config
+    close_worker_context()  # other tests share verl's event loop with their own sandbox config
     yield config, tiny_tokenizer
-    close_shared_sandbox()
+    close_worker_context()
 
 
 def as_sample(row: dict, extra_fields: dict) -> DataProto:

@@ -173,5 +173,5 @@ def test_configuration_errors_are_named(configs):
     with pytest.raises(ValueError, match="tensor_model_parallel_size=1"):
         HFRolloutServer(wide, model, RolloutMode.HYBRID, replica_rank=0)
     typo = variant(custom={"hf_cpu": {"batch_wait": 1}})
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.raises(ValueError, match="unknown keys"):
         HFServerAdapter(typo, model)

@@ -9,6 +9,7 @@ import pytest
 
 from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from astra_verl.rollout.toolset import ToolsetError
 from env_registry.rows import RowError, ToolRef
@@ -368,9 +369,11 @@ def test_sandbox_infrastructure_failure_raises(cfg, tiny_tokenizer, envs, kit, m
         async def open_session(self, program):
             raise sandbox_pkg.SandboxError("no sandbox worker could start: test")
 
-    monkeypatch.setattr(sandbox_pkg, "shared_sandbox", lambda config=None: Broken())
     loop = make_loop(
-        cfg, ScriptedServer(tiny_tokenizer, [kit.call_text("get_area", {"city": "Paris"})]), tiny_tokenizer
+        cfg,
+        ScriptedServer(tiny_tokenizer, [kit.call_text("get_area", {"city": "Paris"})]),
+        tiny_tokenizer,
+        context=RolloutContext(sandbox=Broken()),
     )
     with pytest.raises(sandbox_pkg.SandboxError, match="no sandbox worker could start"):
         run(loop.run({}, **kit.row_kwargs(envs.city, envs.store)))

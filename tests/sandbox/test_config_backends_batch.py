@@ -43,7 +43,7 @@ def test_config_from_dict():
     cfg = SandboxConfig.from_dict({"workers": 3, "call_timeout_s": 2, "backend": "process"})
     assert cfg.workers == 3 and cfg.call_timeout_s == 2.0 and isinstance(cfg.call_timeout_s, float)
     assert SandboxConfig.from_dict(None) == SandboxConfig()
-    with pytest.raises(ValueError, match=r"unknown key\(s\) in astra.sandbox: timeout; known keys: .*call_timeout_s"):
+    with pytest.raises(ValueError, match=r"astra.sandbox: unknown keys \['timeout'\]; known keys: .*call_timeout_s"):
         SandboxConfig.from_dict({"timeout": 3})
     with pytest.raises(ValueError, match="backend must be one of"):
         SandboxConfig.from_dict({"backend": "docker"})

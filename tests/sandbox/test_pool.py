@@ -14,7 +14,6 @@ from astra_verl.sandbox import (
     SandboxError,
     SandboxPool,
     run_calls,
-    shared_sandbox,
 )
 from astra_verl.sandbox.config import SandboxConfig
 
@@ -179,22 +178,6 @@ async def test_pool_is_bound_to_its_loop(pool):
 
     with pytest.raises(RuntimeError, match="another event loop"):
         await asyncio.to_thread(other_loop)
-
-
-async def test_shared_sandbox_is_one_pool_per_loop():
-    a = shared_sandbox(SandboxConfig(workers=1, backend="process"))
-    assert shared_sandbox() is a
-    with pytest.raises(ValueError, match="different config"):
-        shared_sandbox(SandboxConfig(workers=2, backend="process"))
-    other = await asyncio.to_thread(lambda: asyncio.run(_shared_in_new_loop()))
-    assert other is not a
-    s = await a.open_session(program(m="def f():\n    return 2\n"))
-    assert (await a.call(s, "m", "f", {})).output == "2"
-    await a.aclose()
-
-
-async def _shared_in_new_loop():
-    return shared_sandbox(SandboxConfig(workers=1, backend="process"))
 
 
 async def test_run_calls_refuses_a_running_loop():

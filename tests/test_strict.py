@@ -1,0 +1,95 @@
+"""One way to do each thing: every settings section and record is a StrictModel; one name, one meaning."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+
+import pytest
+
+from astra_verl.eval.chat_rollout import ChatEpisode
+from astra_verl.platform.hf_rollout import HFRolloutOptions
+from astra_verl.reward.managers import RewardSettings
+from astra_verl.rollout.agent_loop import LoopEpisode
+from astra_verl.rollout.call_log import CallRecord, EpisodeLog
+from astra_verl.rollout.config import AstraRolloutConfig, RolloutSettings
+from astra_verl.rollout.episode import Episode
+from astra_verl.sandbox import SandboxConfig
+from astra_verl.strict import SettingsError, StrictModel
+from astra_verl.training.batch_filling import BatchFillingConfig
+from astra_verl.training.sampler import SamplerKwargs
+from data_synth.traj.config import TrajConfig
+from env_registry.export import ExportConfig
+from env_registry.rows import RowInfo, ToolRef
+
+SECTIONS = [
+    SandboxConfig,
+    AstraRolloutConfig,
+    RewardSettings,
+    HFRolloutOptions,
+    BatchFillingConfig,
+    SamplerKwargs,
+    TrajConfig,
+    ExportConfig,
+]
+RECORDS = [EpisodeLog, CallRecord, RowInfo, ToolRef, RolloutSettings]
+
+
+@pytest.mark.parametrize("model", SECTIONS + RECORDS, ids=lambda m: m.__name__)
+def test_every_settings_section_and_record_is_a_strict_model(model):
+    assert issubclass(model, StrictModel)
+    assert model.model_config["extra"] == "forbid"
+
+
+@pytest.mark.parametrize("model", SECTIONS, ids=lambda m: m.__name__)
+def test_a_section_names_the_unknown_key_and_the_known_ones(model):
+    with pytest.raises(SettingsError) as err:
+        model.from_mapping({"not_a_key": 1})
+    text = str(err.value)
+    assert "unknown keys ['not_a_key']; known keys: [" in text
+    assert all(name in text for name in model.model_fields)
+    assert isinstance(err.value, ValueError) and isinstance(err.value, TypeError)
+
+
+@pytest.mark.parametrize("model", SECTIONS, ids=lambda m: m.__name__)
+def test_a_section_is_frozen(model):
+    settings = model()
+    name = next(iter(model.model_fields))
+    with pytest.raises(Exception, match="frozen"):
+        setattr(settings, name, getattr(settings, name))
+
+
+def test_types_are_checked_without_coercion_but_yaml_ints_are_numbers():
+    assert SandboxConfig.from_mapping({"call_timeout_s": 5}).call_timeout_s == 5.0
+    with pytest.raises(SettingsError, match=r"astra.sandbox.workers must be int, got '2'"):
+        SandboxConfig.from_mapping({"workers": "2"})
+    with pytest.raises(SettingsError, match=r"astra.rollout.stop_when_all_solved must be true or false, got 1"):
+        AstraRolloutConfig.from_mapping({"stop_when_all_solved": 1})
+    with pytest.raises(SettingsError, match=r"chains: unknown keys \['per_strat'\]"):
+        TrajConfig.from_dict({"chains": {"per_strat": 1}})
+
+
+def test_the_episode_is_implemented_once():
+    assert issubclass(LoopEpisode, Episode) and issubclass(ChatEpisode, Episode)
+    for view_member in ("shown_tools", "tool_schemas", "reveal", "tool_needing"):
+        assert view_member not in vars(LoopEpisode) and view_member not in vars(ChatEpisode)
+
+
+def _classes_named(name: str) -> list[str]:
+    found = []
+    for package in ("astra_verl", "env_registry", "data_synth"):
+        for info in pkgutil.walk_packages(importlib.import_module(package).__path__, package + "."):
+            if info.name.endswith("__main__"):
+                continue
+            module = importlib.import_module(info.name)
+            found += [
+                f"{info.name}.{n}" for n, c in vars(module).items() if inspect.isclass(c) and c.__module__ == info.name
+                and n == name
+            ]  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("name", ["CallRecord", "ExportConfig", "Episode"])
+def test_one_name_one_meaning(name):
+    assert len(_classes_named(name)) == 1, _classes_named(name)
