@@ -46,21 +46,23 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     with serve_in_thread(slow, models=["m"]) as url:
         out = tmp_path / "run"
         argv = ["bfcl", "--base-url", url, "--model", "m", "--ids", "multi_turn_base_0,multi_turn_base_1"]
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "astra_verl.eval", *argv, "--out", str(out), "--sandbox-workers", "1", "-q"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-            start_new_session=True,  # its own process group, as a terminal's foreground job
-        )
-        try:
-            assert asked.wait(180), proc.communicate(timeout=30)
-            os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: to the whole group, sandbox workers too
-            _, err = proc.communicate(timeout=120)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+        err_file = tmp_path / "stderr.txt"
+        with open(err_file, "w") as err_out:  # a file, not a pipe: a grandchild holding it cannot stall the read
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "astra_verl.eval", *argv, "--out", str(out), "--sandbox-workers", "1", "-q"],
+                stdout=subprocess.DEVNULL,
+                stderr=err_out,
+                cwd=tmp_path,
+                start_new_session=True,  # its own process group, as a terminal's foreground job
+            )
+            try:
+                assert asked.wait(240), err_file.read_text()[-3000:]
+                os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: to the whole group
+                proc.wait(timeout=180)
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+    err = err_file.read_text()
     assert proc.returncode == 130, err[-3000:]
     assert f"interrupted: scored entries are saved in {out / 'results.jsonl'}; rerun the same command" in err
     for noise in ("Traceback", "never retrieved", "died"):
