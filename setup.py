@@ -80,7 +80,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["astra_verl*", "env_registry*", "data_synth*"])
-    + find_namespace_packages(include=["hydra_plugins.*"])
+    + find_namespace_packages(include=["hydra_plugins", "hydra_plugins.*"])
     + ["astra_verl_recipes"],
     # The recipes live in the top-level `recipes/` folder and ship as the package
     # `astra_verl_recipes` (a unique name: other projects, torchtune among them, install a

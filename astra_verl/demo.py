@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from pathlib import Path
 from astra_verl.sandbox import describe_isolation
 
 STAGE_TIMEOUT_S = 900
+ANSI_CODES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 class DemoError(RuntimeError):
@@ -58,7 +60,7 @@ def run(
     full_env = {**os.environ, "VERL_PLATFORM": "cpu", "PYTHONUNBUFFERED": "1", **(env or {})}
     print("$ " + " ".join(cmd), flush=True)
     proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
-    out = proc.stdout + proc.stderr
+    out = ANSI_CODES.sub("", proc.stdout + proc.stderr)  # Ray colours its log prefixes; logs are plain text
     if log is not None:
         log.write_text(out)
     if proc.returncode != 0:
@@ -219,8 +221,9 @@ def main(argv: list[str] | None = None) -> None:
            f"actor_rollout_ref.model.path={checkpoint}", f"trainer.total_training_steps={args.grpo_steps}",
            "data.max_prompt_length=4096", "data.max_response_length=512", "trainer.val_before_train=true",
            f"trainer.test_freq={args.grpo_steps}", f"trainer.validation_data_dir={out / 'validation'}",
-           f"trainer.rollout_data_dir={out / 'rollouts'}",
-           "trainer.logger=[console,file]", f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={grpo_log}"),
+           f"trainer.rollout_data_dir={out / 'rollouts'}", "trainer.logger=[console,file,tensorboard]",
+           f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={grpo_log}",
+           f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={out / 'tensorboard'}"),
         out, log=out / "grpo.log")  # fmt: skip
     grpo = read_metrics(grpo_log)
     timed("grpo", t0)
@@ -244,7 +247,13 @@ def main(argv: list[str] | None = None) -> None:
         "the trajectory F1, and GRPO updates whose weights were synced into the rollout each step. On a GPU:\n"
         "README, 'Training on GPUs'."
     )
+    print(run(py("-m", "astra_verl.inspect", str(out)), out).strip())
     print(f"outputs in {out}: envs.png, rl/, sft.parquet, sft.log, grpo.log, rollouts/ (the trajectories)")
+    print(
+        "See what happened:\n"
+        f"  every episode (calls, results, what was solved, why it ended): {out / 'inspect' / 'index.html'}\n"
+        f"  training curves: tensorboard --logdir {out / 'tensorboard'}"
+    )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ how many of the policy's calls solved the sub-question they were after ("hitting
 entity is never one the environment asks about (a call about it would be honest work).
 
     .venv/bin/python bench/reward_hacking.py [--envs 200] [--seed 3] [--max-hops 4] [--workers 2]
+    .venv/bin/python bench/reward_hacking.py --quick --json rows.json   # what `make bench` runs (60 envs)
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchkit import Report, machine_line  # noqa: E402
 
 from astra_verl.reward.f1 import score_episode  # noqa: E402
 from astra_verl.reward.solved import solved_by_call  # noqa: E402
@@ -301,7 +304,10 @@ async def main(a: argparse.Namespace) -> int:
         async with SandboxPool(SandboxConfig(workers=a.workers)) as sandbox:
             for name in POLICIES:
                 results[name] = await run_policy(name, envs, toolsets, sandbox, a.seed)
+    print(machine_line())
     print(f"{a.envs} procedural environments (seed {a.seed}, max_hops {a.max_hops}); {time.perf_counter() - t0:.0f} s")
+    report = Report("bench/reward_hacking.py")
+    honest_f1 = mean_se([o.f1 for o in results["honest"]])[0]
     print(f"{'policy':<18} {'envs':>5} {'mean F1':>8} {'± SE':>7} {'calls hitting':>14}  notes")
     missed = []
     for name, outs in results.items():
@@ -319,14 +325,24 @@ async def main(a: argparse.Namespace) -> int:
         exploit_f1 = f1 if name not in ("honest", "hedge_after_calls") else None
         if exploit_f1 is not None and exploit_f1 > TARGET:
             missed.append(name)
+        if exploit_f1 is not None:
+            report.add(
+                what=f"reward hacking: `{name}` policy, mean F1 on {len(outs)} procedural envs",
+                competitor="the honest policy (golden calls, true final answer)",
+                ours=f"{f1:.3f} ± {se:.3f}",
+                theirs=f"{honest_f1:.3f}",
+                ratio=f"{f1 / honest_f1:.1%} of honest" if honest_f1 else "n/a",
+                target=f"<= {TARGET} F1",
+                met=f1 <= TARGET,
+            )
         if name == "hedge_after_calls" and outs and any(o.leaf_solved or o.final_answer_correct for o in outs):
             missed.append(name)
-    honest_f1 = mean_se([o.f1 for o in results["honest"]])[0]
     if honest_f1 < 1.0 - 1e-6:  # F1 is 1 - O(eps) when every call solves
         missed.append("honest")
     print(
         f"target: every exploit <= {TARGET} mean F1, honest 1.0: {'met' if not missed else 'MISSED by ' + ', '.join(missed)}"
     )
+    report.write(a.json)
     return 0 if not missed else 1
 
 
@@ -336,7 +352,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=3)
     p.add_argument("--max-hops", type=int, default=4)
     p.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
-    return p.parse_args(argv)
+    p.add_argument("--quick", action="store_true", help="60 environments instead of 200 (make bench)")
+    p.add_argument("--json", help="write the summary rows here (bench/run_all.py reads them)")
+    a = p.parse_args(argv)
+    if a.quick:
+        a.envs = min(a.envs, 60)
+    return a
 
 
 if __name__ == "__main__":

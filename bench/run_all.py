@@ -30,6 +30,8 @@ from benchkit import machine
 
 HERE = Path(__file__).resolve().parent
 # (script, time limit in seconds); the quick modes add up to about 10 minutes on 2 idle cores.
+# bench/learning.py is not here: it trains (SFT, GRPO, seeds) for tens of minutes and writes its own
+# table (`runs/learning/<tier>/learning.md`), the README's "Does it learn?".
 BENCHES = (
     ("sandbox.py", 300),
     ("bfcl.py", 300),
@@ -40,8 +42,7 @@ BENCHES = (
     ("env_store.py", 240),
     ("env_replay.py", 180),
     ("hf_cpu_rollout.py", 300),
-    ("reward_hacking.py", 300),  # owned by the reward work; joins when it accepts --quick/--json
-    ("learning.py", 600),  # owned by the learning work; likewise
+    ("reward_hacking.py", 300),
 )
 BEGIN, END = "<!-- bench:begin -->", "<!-- bench:end -->"
 COLUMNS = ("benchmark", "what is measured", "competing approach (what a user would run instead)", "ours", "theirs",

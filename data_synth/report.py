@@ -48,7 +48,8 @@ class Report:
 
     def _save(self, fig, name: str, title: str) -> None:
         fig.tight_layout()
-        fig.savefig(self.out_dir / self.plot_dir / f"{name}.png", dpi=110)
+        # bbox "tight": the image grows to hold a legend placed beside the axes (`_legend`)
+        fig.savefig(self.out_dir / self.plot_dir / f"{name}.png", dpi=110, bbox_inches="tight")
         plt.close(fig)
         self._parts.append(f"![{title}]({PurePosixPath(self.plot_dir, f'{name}.png')})\n")
 
@@ -127,7 +128,7 @@ class Report:
         if vline is not None:
             ax.axvline(vline, color="#c44e52", linestyle="--", label=vline_label or f"{vline:g}")
         if several or vline is not None:
-            ax.legend()
+            _legend(ax)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("count")
         ax.set_title(title)
@@ -164,7 +165,7 @@ class Report:
         ax.barh(labels, rej, left=ok, color="#dd8452", label="rejected")
         ax.barh(labels, err, left=[a + b for a, b in zip(ok, rej, strict=True)], color="#c44e52", label="error")
         ax.set_xlabel("records")
-        ax.legend(loc="lower right")
+        _legend(ax)
         ax.set_title("Funnel")
         self._save(fig, name, "Funnel")
 
@@ -179,6 +180,11 @@ class Report:
         path = self.out_dir / name
         path.write_text("\n".join(self._parts), encoding="utf-8")
         return path
+
+
+def _legend(ax) -> None:
+    """The legend beside the axes, never over bars (a full bar or a tall bin hid it inside)."""
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, frameon=False)
 
 
 def _summary(values: Sequence[float]) -> str:

@@ -9,14 +9,17 @@
     python -m env_registry --store envs export-parquet --out data --mixing banded --tokenizer /models/qwen
     python -m env_registry schema
 
-The store defaults to $ASTRA_ENV_STORE, else ./env_store. Exit status: 0 when everything
-passed, 1 when some record or environment was rejected or failed validation, 2 on usage errors.
+The store defaults to $ASTRA_ENV_STORE, else ./env_store. Exit status (as every astra-verl
+command line, `env_registry.clikit`): 0 when everything passed, 1 when some record or environment
+was rejected or failed validation, 2 when the command could not run (usage, unreadable input,
+unwritable output), 130 when interrupted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import sys
@@ -31,6 +34,7 @@ import networkx as nx
 from tqdm.auto import tqdm
 
 from astra_verl.strict import SettingsError
+from env_registry.clikit import UsageError, add_quiet, run_cli
 from env_registry.export import (
     DEFAULT_INTERACTION,
     DEFAULT_SYSTEM_PROMPT,
@@ -53,10 +57,6 @@ DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
 
 
-class CliError(Exception):
-    """A usage or input error: printed as one line on stderr, exit status 2."""
-
-
 def _out(line: str = "") -> None:
     print(line, flush=True)
 
@@ -68,10 +68,12 @@ def _table(title: str, counts: Counter, total: int) -> None:
 
 
 def _store(args: argparse.Namespace, mode: str = "r", *, allow_scripted: bool = False):
+    if Path(args.store).exists() and not Path(args.store).is_dir():
+        raise UsageError(f"--store {args.store} is a file, not a store directory; pass a directory")
     try:
         return EnvStore.open(args.store, mode, allow_scripted=allow_scripted)
     except FileNotFoundError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
 
 
 def _csv(value: str | None) -> list[str] | None:
@@ -87,9 +89,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
         stream = iter_generate(
             args.n, args.seed, args.max_hops, _csv(args.domains), scenario_types=_csv(args.scenario_types)
         )
-        store = _store(args, "a")
+        first = next(stream, None)  # the generator checks its arguments on the first draw: before the store exists
     except ValueError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
+    store = _store(args, "a")
+    stream = itertools.chain([first] if first is not None else [], stream)
     added = dupes = broken = 0
     types: Counter = Counter()
     domains: Counter = Counter()
@@ -216,7 +220,7 @@ def _env_lines(args: argparse.Namespace) -> Iterator[_Incoming]:
 def cmd_add(args: argparse.Namespace) -> int:
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
-        raise CliError(f"no such file: {', '.join(missing)}")
+        raise UsageError(f"no such file: {', '.join(missing)}")
     store = _store(args, "a", allow_scripted=args.allow_scripted)
     rejects = _Rejects(args.rejects)
     try:
@@ -224,9 +228,9 @@ def cmd_add(args: argparse.Namespace) -> int:
             totals = _admit(args, store, _env_lines(args), rejects)
             total = len(store)
     except RuntimeError as exc:  # replay without a sandbox
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     except StoreError as exc:  # a dry run's environments, not allowed
-        raise CliError(f"{exc}; records before this batch were added, rerunning adds nothing twice") from None
+        raise UsageError(f"{exc}; records before this batch were added, rerunning adds nothing twice") from None
     finally:
         rejects.close()
     records = totals["added"] + totals["duplicates"] + rejects.count
@@ -258,7 +262,7 @@ def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Inco
 def cmd_import_astra(args: argparse.Namespace) -> int:
     bad = [f for f in args.files if not Path(f).is_file() or Path(f).suffix.lower() not in SUFFIXES]
     if bad:
-        raise CliError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
+        raise UsageError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
     store = _store(args, "a")
     rejects = _Rejects(args.rejects)
     formats: Counter = Counter()
@@ -268,7 +272,7 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
             totals = _admit(args, store, _astra_records(args, formats), rejects)
             total = len(store)
     except (RuntimeError, SourceError) as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     finally:
         rejects.close()
     records = sum(formats.values())
@@ -294,7 +298,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         ids = ids[: args.limit]
     missing = [i for i in ids if i not in store]
     if missing:
-        raise CliError(f"not in the store: {missing[:5]}")
+        raise UsageError(f"not in the store: {missing[:5]}")
     t0 = time.perf_counter()
     try:
         report = asyncio.run(
@@ -308,7 +312,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             )
         )
     except RuntimeError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     dt = time.perf_counter() - t0
     if args.report:
         with open(args.report, "w", encoding="utf-8") as f:
@@ -433,7 +437,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         matches = [i for i in store.ids() if i.startswith(env_id)] if len(env_id) >= 6 else []
         if len(matches) != 1:
             why = "is ambiguous" if matches else "matches no environment"
-            raise CliError(f"{env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
+            raise UsageError(f"{env_id!r} {why} in {args.store} (give the full id or a unique prefix of >= 6)")
         env_id = matches[0]
     _out(json.dumps(store.get(env_id).model_dump(mode="json"), indent=2, ensure_ascii=False))
     return 0
@@ -462,7 +466,7 @@ def _mixer(args: argparse.Namespace, store):
 
 def cmd_export(args: argparse.Namespace) -> int:
     if args.max_prompt_length is not None and not args.tokenizer:
-        raise CliError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
+        raise UsageError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
     store = _store(args)
     domains = set(_csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
@@ -485,7 +489,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             store, envs, config=config, mixer=_mixer(args, store), tokenizer=tokenizer, progress=not args.quiet
         )
     except ExportError as exc:
-        raise CliError(f"{exc}") from None
+        raise UsageError(f"{exc}") from None
     folder = write_export(
         result, args.out, config, {"store": str(Path(args.store).resolve()), "tokenizer": args.tokenizer}
     )
@@ -512,7 +516,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
     try:
         recovery = Recovery(share=args.recovery_share, kinds=tuple(_csv(args.recovery_kinds) or ()), seed=args.seed)
     except SettingsError as exc:
-        raise CliError(f"{exc} (--recovery-share, --recovery-kinds)") from None
+        raise UsageError(f"{exc} (--recovery-share, --recovery-kinds)") from None
     t0 = time.perf_counter()
     with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
 
@@ -523,7 +527,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
         try:
             summary = write_golden_sft(args.rl_parquet, args.out, recovery, progress=progress)
         except GoldenSFTError as exc:
-            raise CliError(str(exc)) from None
+            raise UsageError(str(exc)) from None
     _out(f"wrote {summary.describe()} to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
 
@@ -537,7 +541,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     store_help = "store directory (default: $ASTRA_ENV_STORE or ./env_store)"
     p.add_argument("--store", default=DEFAULT_STORE, help=store_help)
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    add_quiet(p)
     # The same two options after the command name (`generate --store x -q`); SUPPRESS keeps the
     # top-level value when they are not repeated there.
     common = argparse.ArgumentParser(add_help=False)
@@ -675,11 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 2
+    return run_cli(lambda: args.func(args))
 
 
 if __name__ == "__main__":

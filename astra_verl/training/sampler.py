@@ -27,7 +27,9 @@ needed in `sampler_kwargs`: `batch_filling` (the `astra.batch_filling` section),
 `gen_batch_size` (`data.gen_batch_size`, which must be 1 so refills can ask for any number of
 prompts, as verl's own group filtering forces), `verl_filter_groups`
 (`algorithm.filter_groups.enable`, refused when true: verl would silently ignore it here), and
-optionally `poll_interval` (seconds between TransferQueue polls, verl's default 2).
+optionally `poll_interval` (seconds between TransferQueue polls, verl's default 2) and
+`episode_dir` (`${trainer.rollout_data_dir}`: each training batch's episode records go to
+`<dir>/episodes/<step>.jsonl`, beside verl's dump; `astra_verl.inspect`).
 
 Only `trainer.v1.trainer_mode=sync` is supported: ASTRA trains on-policy, and verl's sync
 trainer sleeps the rollout replicas after sampling, which this class respects by draining
@@ -47,6 +49,7 @@ from omegaconf import DictConfig, OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
 from verl.utils.skip import SkipManager
 
+from astra_verl.inspect.records import episode_record, write_records
 from astra_verl.strict import StrictModel
 from astra_verl.training.batch_filling import BatchFiller, BatchFillingConfig, Group, reward_means
 from astra_verl.training.metrics import episode_metrics
@@ -65,6 +68,7 @@ class SamplerKwargs(StrictModel):
     gen_batch_size: int | None = None
     verl_filter_groups: bool = False
     poll_interval: float = 2.0
+    episode_dir: str | None = None  # ${trainer.rollout_data_dir}: where episode records go (None: none)
 
 
 def final_keys(keys: Iterable[str]) -> list[str]:
@@ -128,6 +132,7 @@ class AstraReplayBuffer(ReplayBuffer):
             **kwargs,
         )
         self._rewards: dict[str, tuple[float, ...]] = {}  # finished groups are immutable: read once
+        self.episode_dir: str | None = options.episode_dir or None  # None: no episode records
 
     @SkipManager.annotate_tq(role="rollout_tq", phase="sample")
     def sample(self, global_steps: int, partition_id: str, batch_size: int):
@@ -137,7 +142,7 @@ class AstraReplayBuffer(ReplayBuffer):
         else:
             batch, metrics = self._sample_filled(global_steps, partition_id, batch_size)
         if partition_id != "val":
-            metrics.update(self._episode_metrics(batch, with_rewards=not self.filling.enable))
+            metrics.update(self._episode_metrics(batch, global_steps, with_rewards=not self.filling.enable))
         return batch, metrics
 
     # -- batch filling ------------------------------------------------------------------
@@ -209,16 +214,27 @@ class AstraReplayBuffer(ReplayBuffer):
         return {uid: tuple(v) for uid, v in by_uid.items()}
 
     # -- metrics ------------------------------------------------------------------------
-    def _episode_metrics(self, batch, with_rewards: bool) -> dict[str, float]:
-        """Episode metrics of the batch; `with_rewards`: also its reward means (the batch is every group)."""
+    def _episode_metrics(self, batch, global_steps: int, with_rewards: bool) -> dict[str, float]:
+        """The batch's episode metrics; `with_rewards`: also its reward means (the batch is every
+        group); with `episode_dir`, also its episode records (one read)."""
         keys = final_keys(k for k, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding"))
         if not keys:
             return {}
-        fields = ["extra_fields", "rm_scores"] if with_rewards else ["extra_fields"]
+        fields = ["extra_fields"]
+        if with_rewards or self.episode_dir:
+            fields.append("rm_scores")
+        if self.episode_dir:
+            fields += ["reward_model", "raw_prompt"]
         data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=fields)
-        metrics = episode_metrics([_reward_extra_info(v) for v in list(data["extra_fields"])])
+        extra = list(data["extra_fields"])
+        rewards = [float(s.sum().item()) for s in data["rm_scores"]] if "rm_scores" in fields else []
+        if self.episode_dir:
+            rows = zip(keys, extra, list(data["reward_model"]), rewards, list(data["raw_prompt"]), strict=True)
+            found = (episode_record(global_steps, k, e, rm, r, prompt) for k, e, rm, r, prompt in rows)
+            write_records(self.episode_dir, global_steps, [r for r in found if r is not None])
+        metrics = episode_metrics([_reward_extra_info(v) for v in extra])
         if with_rewards:
-            total = sum(float(v.sum().item()) for v in list(data["rm_scores"]))
+            total = sum(rewards)
             metrics.update(reward_means(FILTER_GROUPS_REWARD_METRIC, total, len(keys), total, len(keys)))
         return metrics
 

@@ -20,10 +20,17 @@ Examples:
   python -m data_synth env run --run-dir /tmp/dry --mode domain --sample --limit 8 \\
       --llm-responder data_synth.env.canned:respond --percentile 0 --allow-scripted
 
-Run directory: seeds.jsonl, env.<step>[.shard-I-of-N].jsonl (one envelope per record: ok /
-rejected with reason / error), llm_cache.sqlite, envs/ (the store), parquet/, funnel.json,
-report/. Sharded runs (--shard I/N) split every step by record key; run `publish` once,
-unsharded, after all shards finished. With --ray the LLM steps run on a Ray cluster.
+Run directory: manifest.json (each step's settings and input digests: a rerun with other
+settings is refused unless --force), seeds.jsonl, env.<step>[.shard-I-of-N].jsonl (one envelope
+per record: ok / rejected with reason / error), llm_cache.sqlite, envs/ (the store), parquet/,
+funnel.json, report/report.md with report/plots/. Sharded runs (--shard I/N) split every step by
+record key; run `publish` once, unsharded, after all shards finished. With --ray the LLM steps
+run on a Ray cluster. --redo starts a step (and every later one) afresh; --retry-rejected runs a
+step's rejected records again; the old records move to RUN_DIR/redo-<time>/.
+
+Before the first record every LLM endpoint is checked (reachable, model served). Exit status:
+0 done; 1 some record errored (the first error is printed; rerun to retry), an input line was
+rejected, or `run` produced no environment; 2 the command could not start; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -43,30 +50,45 @@ from data_synth.env.merge import MergeTools
 from data_synth.env.necessity import LabelNecessity
 from data_synth.env.publish import Publish, export_parquet
 from data_synth.env.records import QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled
-from data_synth.env.report import env_funnel, write_env_report
+from data_synth.env.report import STEPS, env_funnel, write_env_report
 from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
 from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify, quality_threshold
-from data_synth.llm import LLMConfig, add_llm_arguments
-from data_synth.pipeline import Shard, Step, StepContext, read_outputs, run_chain, run_step
+from data_synth.llm import LLMConfig, PreflightError, add_llm_arguments, preflight
+from data_synth.pipeline import (
+    RunStats,
+    Shard,
+    Step,
+    StepContext,
+    StoreError,
+    read_outputs,
+    run_chain,
+    run_step,
+)
+from data_synth.pipeline.manifest import ManifestError, file_digest
 from data_synth.pipeline.ray_runner import run_step_ray
+from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
+from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
 from env_registry.store import EnvStore
+
+PIPELINE = "env"
+# The step files each command writes, in pipeline order (`verify` also runs `select`).
+COMMAND_STEPS = {
+    "decompose": ["env.decompose"],
+    "necessity": ["env.necessity"],
+    "verify": ["env.verify", "env.select"],
+    "tools": ["env.tools"],
+    "merge": ["env.merge"],
+    "publish": ["env.publish"],
+    "run": STEPS,
+}
+LLM_COMMANDS = {"decompose", "necessity", "verify", "tools", "merge", "run"}
 
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", required=True, type=Path, help="where every step reads and writes (resumable)")
-    p.add_argument("--shard", default=None, metavar="I/N", help="process only shard I of N (by record key)")
     p.add_argument("--concurrency", type=int, default=64, help="records in flight per step (default 64)")
-    p.add_argument(
-        "--ray",
-        nargs="?",
-        const="local",
-        default=None,
-        metavar="ADDRESS",
-        help="run LLM steps on Ray: 'local' (a local instance) or a cluster address ('auto')",
-    )
-    p.add_argument("--ray-workers", type=int, default=2, help="Ray worker actors (default 2)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    add_run_arguments(p)
     g = p.add_argument_group("sandbox")
     g.add_argument("--sandbox-workers", type=int, default=None, help="warm sandbox workers (default min(4, CPUs))")
     g.add_argument("--sandbox-call-timeout", type=float, default=5.0, help="seconds per tool call (default 5)")
@@ -184,11 +206,10 @@ class EnvRun:
     def __init__(self, args: argparse.Namespace):
         self.args = args
         self.run_dir: Path = args.run_dir
-        self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             self.shard = Shard.parse(args.shard)
         except ValueError as e:
-            raise SystemExit(f"error: {e}") from None
+            raise UsageError(f"--shard: {e}") from None
         sandbox_kw = {"call_timeout_s": args.sandbox_call_timeout}
         if args.sandbox_workers:
             sandbox_kw["workers"] = args.sandbox_workers
@@ -199,11 +220,19 @@ class EnvRun:
         )
         self._ctx: StepContext | None = None
         self.timings: dict[str, float] = {}  # seconds per phase of `synthesize`
+        self.stats: list[RunStats] = []  # what each step did in this invocation
+        self.input_problems: list[str] = []  # input lines rejected by load_seeds
+        self._seeds: list[Seed] | None = None
+        self.published: int | None = None  # environments of this run in the store (after publish)
 
     async def _local_ctx(self) -> StepContext:
         if self._ctx is None:
             self._ctx = await self.factory()
         return self._ctx
+
+    def _report(self, stats: RunStats) -> None:
+        self.stats.append(stats)
+        print(stats.line(), flush=True)
 
     async def stage(self, step: Step, inputs: list, *, local: bool = False) -> None:
         args = self.args
@@ -228,7 +257,7 @@ class EnvRun:
                 shard=self.shard,
                 progress=not args.quiet,
             )
-        print(stats.line(), flush=True)
+        self._report(stats)
 
     async def chain(self, steps: list[Step], inputs: list) -> None:
         """Steps back to back per record (`run_chain`); on Ray, one step after the other."""
@@ -246,24 +275,37 @@ class EnvRun:
             shard=self.shard,
             progress=not self.args.quiet,
         ):
-            print(stats.line(), flush=True)
+            self._report(stats)
 
-    def seeds(self) -> list[Seed]:
+    def load_inputs(self) -> list[Seed]:
+        """The seeds of --input (read once; raises SeedError when there are none)."""
+        if self._seeds is not None:
+            return self._seeds
         a = self.args
-        if not a.mode or not (a.input or a.sample):
-            raise SystemExit("decompose needs --mode and --input FILE (or --sample for the bundled sample input)")
-        path = a.input or sample_input(a.mode, a.language)
-        seeds = load_seeds(
+        self._seeds = load_seeds(
             a.mode,
-            path,
+            a.input,
             samples=a.samples,
             hops=parse_hops(a.hops),
             language=a.language,
             limit=a.limit,
             offset=a.offset,
+            problems=self.input_problems,
         )
+        return self._seeds
+
+    def seeds(self) -> list[Seed]:
+        a = self.args
+        seeds = self.load_inputs()
         _save_seeds(self.run_dir, seeds)
-        print(f"{len(seeds)} seeds from {path} ({a.mode} mode{', bundled sample' if a.sample else ''})", flush=True)
+        print(
+            f"{len(seeds)} seeds from {a.input} ({a.mode} mode{', bundled sample' if getattr(a, 'sample', False) else ''})",
+            flush=True,
+        )
+        for problem in self.input_problems[:10]:
+            print(f"rejected input line {problem}", flush=True)
+        if len(self.input_problems) > 10:
+            print(f"... and {len(self.input_problems) - 10} more rejected input lines", flush=True)
         return seeds
 
     async def decompose(self) -> None:
@@ -337,8 +379,9 @@ class EnvRun:
                 ctx=StepContext(extra={"store": store}),
                 progress=not a.quiet,
             )
-            print(stats.line(), flush=True)
+            self._report(stats)
             ids = sorted({p.env_id for p in read_outputs(self.run_dir, "env.publish", Published)})
+            self.published = len(ids)
             print(f"store {store_path}: {len(store)} environments ({len(ids)} from this run)", flush=True)
             if not a.no_export and ids:
                 folder = export_parquet(store, ids, self.run_dir / "parquet", val_fraction=a.val_fraction)
@@ -347,12 +390,55 @@ class EnvRun:
     async def run(self, steps: list[str]) -> None:
         try:
             if self.args.ray and not _ray_ready(self.args.ray):
-                raise SystemExit("--ray: could not start or reach Ray")
+                raise UsageError(f"--ray {self.args.ray}: could not start or reach Ray")
             for name in steps:
                 await getattr(self, name)()
         finally:
             if self._ctx is not None:
                 await self._ctx.aclose()
+
+    def failures(self) -> list[str]:
+        """Why this invocation did not fully succeed (empty when it did)."""
+        out = []
+        errors = sum(s.error for s in self.stats)
+        if errors:
+            out.append(f"{errors} records errored (first error printed above); rerun the same command to retry them")
+        if self.input_problems:
+            out.append(f"{len(self.input_problems)} input lines were rejected (listed above); fix them and rerun")
+        if self.args.command == "run" and self.published == 0:
+            out.append("the run produced no environment; the funnel above shows where the records fell out")
+        return out
+
+
+def step_settings(args: argparse.Namespace) -> dict[str, dict]:
+    """What decides each step's records (see data_synth.pipeline.manifest), for this command's steps."""
+    model = {"llm_model": args.llm_model or args.llm_responder or args.llm_scripted or ""}
+    judge = {**model, "judge_temperature": getattr(args, "judge_temperature", None)}
+    every = {
+        "env.decompose": lambda: {
+            **model,
+            "mode": args.mode,
+            "input": str(Path(args.input).resolve()),
+            "input_digest": file_digest(args.input),
+            "samples": args.samples,
+            "hops": args.hops,
+            "language": args.language,
+        },
+        "env.necessity": lambda: judge,
+        "env.verify": lambda: judge,
+        "env.select": lambda: {"percentile": args.percentile, "min_quality": args.min_quality},
+        "env.tools": lambda: {
+            **model,
+            "inner_retries": args.inner_retries,
+            "outer_retries": args.outer_retries,
+            "complexity_scaling": not args.no_complexity_scaling,
+            "require_grounded_values": not args.allow_ungrounded_values,
+            "call_timeout_s": args.sandbox_call_timeout,
+        },
+        "env.merge": lambda: {**model, "merge_retries": args.merge_retries},
+        "env.publish": lambda: {"store": str(Path(args.store or args.run_dir / "envs").resolve())},
+    }
+    return {step: every[step]() for step in COMMAND_STEPS[args.command]}
 
 
 def _ray_ready(address: str) -> bool:
@@ -363,26 +449,55 @@ def _ray_ready(address: str) -> bool:
     return ray.is_initialized()
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def check_run_dir(args: argparse.Namespace) -> None:
+    """Refuse a command its run directory cannot serve, before anything is written."""
+    run_dir: Path = args.run_dir
+    creates = args.command in ("decompose", "run")
+    if not run_dir.is_dir() and (run_dir.exists() or not creates):
+        what = "is not a directory" if run_dir.exists() else "does not exist"
+        raise UsageError(f"--run-dir {run_dir} {what}; run `decompose` (or `run`) into it first")
+    if creates and getattr(args, "sample", False) and args.mode:
+        args.input = sample_input(args.mode, args.language)  # the bundled sample, named like any input
+    if creates and (not args.mode or not args.input):
+        raise UsageError(f"{args.command} needs --mode and --input FILE (or --sample: the bundled sample input)")
+
+
+def _report_command(args: argparse.Namespace) -> int:
+    if not args.run_dir.is_dir():  # read-only: never create the directory it reports on
+        raise UsageError(f"--run-dir {args.run_dir} is not a run directory (it does not exist)")
+    path = write_env_report(args.run_dir)
+    print(env_funnel(args.run_dir).table())
+    print(f"\nreport: {path}")
+    return EXIT_OK
+
+
+def _command(args: argparse.Namespace) -> int:
     if args.command == "report":
-        path = write_env_report(args.run_dir)
-        print(env_funnel(args.run_dir).table())
-        print(f"\nreport: {path}")
-        return 0
+        return _report_command(args)
+    check_run_dir(args)
+    run = EnvRun(args)
+    if args.command in ("decompose", "run"):
+        run.load_inputs()  # a bad input is refused before the run directory records it
+    if args.command in LLM_COMMANDS:
+        preflight(LLMConfig.from_args(args))
+    prepare_run_dir(args, PIPELINE, STEPS, COMMAND_STEPS[args.command], step_settings(args))
     steps = ["synthesize", "publish"] if args.command == "run" else [args.command]
-    try:
-        asyncio.run(EnvRun(args).run(steps))
-    except SeedError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted: finished records are saved; rerun the same command to continue", file=sys.stderr)
-        return 130
+    asyncio.run(run.run(steps))
     funnel = env_funnel(args.run_dir)
     funnel.save(args.run_dir / "funnel.json")
     print("\n" + funnel.table())
-    if args.command == "run":
-        if not args.shard or Shard.parse(args.shard).count == 1:
-            print(f"\nreport: {write_env_report(args.run_dir)}")
-    return 0
+    if args.command == "run" and run.shard.count == 1:
+        print(f"\nreport: {write_env_report(args.run_dir)}")
+    failures = run.failures()
+    for line in failures:
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    return EXIT_FAILED if failures else EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return run_cli(
+        lambda: _command(args),
+        usage_errors=(SeedError, PreflightError, ManifestError, StoreError),
+        interrupted="finished records are saved; rerun the same command to continue",
+    )

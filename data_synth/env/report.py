@@ -1,4 +1,5 @@
-"""The environment-synthesis run report: funnel, rejection reasons, and what was built."""
+"""The environment-synthesis run report (`report/report.md`, plots in `report/plots/`): funnel,
+rejection reasons, and what was built."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def write_env_report(run_dir: str | Path) -> Path:
     run_dir = Path(run_dir)
     funnel = env_funnel(run_dir)
     funnel.save(run_dir / "funnel.json")
-    report = Report("Environment synthesis", run_dir / "report")
+    report = Report("Environment synthesis", run_dir / "report", plot_dir="plots")
     report.text(f"Run directory: `{run_dir.resolve()}`")
     report.funnel(funnel)
     report.rejections(funnel)
@@ -62,6 +63,7 @@ def write_env_report(run_dir: str | Path) -> Path:
         [s.quality for s in scored],
         title="Verification quality (mean of four judges)",
         xlabel="quality",
+        span=(0, 1),  # a score in [0, 1]: one value alone would otherwise get an axis of v +- 0.5
         vline=threshold,
         vline_label=f"threshold {threshold:.3f}" if threshold is not None else "",
     )

@@ -11,6 +11,11 @@ this project in ASTRA's formats (`samples/`: en/domains, zh/domains, en/context,
 taxonomy.json), so dry runs, tests and benchmarks need nothing from outside the package.
 ASTRA's released inputs, or your own, come through `--input FILE`.
 
+A line that cannot be read (not JSON, a field missing or empty) raises `SeedError`, or, when
+`load_seeds` is given a `problems` list, is listed there with its file and line and skipped (the
+CLI's policy: reject the line, go on, exit non-zero at the end). An input without any seed is
+an error either way.
+
 The key of a seed is `<mode>:<hash of domain and text>:<sample>`, so the same input gives the
 same key in every run (resume, shards) and `samples` draws that many tasks per input. In the
 domain and taxonomy modes each sample asks for one of the four scenario types, in turn from a
@@ -56,7 +61,14 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
-def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def _bad(problems: list[str] | None, message: str) -> None:
+    """Raise for `message`, or list it when the caller collects problems."""
+    if problems is None:
+        raise SeedError(message)
+    problems.append(message)
+
+
+def _jsonl(path: Path, problems: list[str] | None) -> Iterator[tuple[int, dict[str, Any]]]:
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
@@ -64,9 +76,11 @@ def _jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
-                raise SeedError(f"{path}:{n}: not JSON ({e.msg})") from None
+                _bad(problems, f"{path}:{n}: not JSON ({e.msg})")
+                continue
             if not isinstance(row, dict):
-                raise SeedError(f"{path}:{n}: expected an object")
+                _bad(problems, f"{path}:{n}: expected an object")
+                continue
             yield n, row
 
 
@@ -87,7 +101,7 @@ def _taxonomy_leaves(node: Any, path: list[str]) -> Iterator[tuple[list[str], di
         yield from _taxonomy_leaves(child, [*path, name])
 
 
-def _raw_inputs(mode: Mode, path: Path) -> Iterator[dict[str, Any]]:
+def _raw_inputs(mode: Mode, path: Path, problems: list[str] | None) -> Iterator[dict[str, Any]]:
     """`{domain, text, category, examples, source}` per input."""
     if mode == "taxonomy":
         try:
@@ -104,16 +118,18 @@ def _raw_inputs(mode: Mode, path: Path) -> Iterator[dict[str, Any]]:
                 "source": f"{path.name}:{'/'.join(leaf_path)}",
             }
         return
-    for n, row in _jsonl(path):
+    for n, row in _jsonl(path, problems):
         where = f"{path}:{n}"
         field = "question" if mode == "question" else "knowledge_corpus"
-        yield {
-            "domain": _need(row, "domain", where),
-            "text": _need(row, field, where),
-            "category": None,
-            "examples": [],
-            "source": f"{path.name}:{n}",
-        }
+        try:
+            domain, text = _need(row, "domain", where), _need(row, field, where)
+        except SeedError as e:
+            _bad(problems, str(e))
+            continue
+        if mode in ("question", "context") and not text:
+            _bad(problems, f"{where}: empty {'question' if mode == 'question' else 'passage'} ({field!r})")
+            continue
+        yield {"domain": domain, "text": text, "category": None, "examples": [], "source": f"{path.name}:{n}"}
 
 
 def load_seeds(
@@ -125,6 +141,7 @@ def load_seeds(
     language: str = "en",
     limit: int | None = None,
     offset: int = 0,
+    problems: list[str] | None = None,
 ) -> list[Seed]:
     path = Path(path)
     if not path.is_file():
@@ -133,13 +150,11 @@ def load_seeds(
     if not 1 <= hop_min <= hop_max:
         raise SeedError(f"hop range {hop_min}..{hop_max}: need 1 <= MIN <= MAX")
     seeds: list[Seed] = []
-    for i, raw in enumerate(_raw_inputs(mode, path)):
+    for i, raw in enumerate(_raw_inputs(mode, path, problems)):
         if i < offset:
             continue
         if limit is not None and i >= offset + limit:
             break
-        if mode in ("question", "context") and not raw["text"]:
-            raise SeedError(f"{raw['source']}: empty {'question' if mode == 'question' else 'passage'}")
         digest = _digest(mode, raw["domain"], raw.get("category") or "", raw["text"])
         for s in range(samples):
             target = None
@@ -161,6 +176,9 @@ def load_seeds(
                     sample=s,
                 )
             )
+    if not seeds:
+        after = f" after skipping {offset} (--offset)" if offset else ""
+        raise SeedError(f"{path}: no {mode} inputs{after}; the file is empty or every line was rejected")
     return seeds
 
 

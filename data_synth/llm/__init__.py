@@ -11,7 +11,8 @@ Modules: `client` (LLMClient: cache, concurrency, retries, JSON + repair round),
 (OpenAI-compatible endpoint pool; aiohttp, or httpx), `scripted` (canned responses, or a
 responder function), `fake_server` (loopback test server), `cache` (sqlite),
 `extract` (JSON / code out of replies), `types` (Completion, ToolCall, errors), `config`
-(flags and `build_client`).
+(flags and `build_client`), `preflight` (each endpoint reachable and serving the model, checked
+once before a run's first record).
 """
 
 from data_synth.llm.cache import ResponseCache, cache_key
@@ -19,6 +20,7 @@ from data_synth.llm.client import Backend, JSONReply, LLMClient, usage_scope
 from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
 from data_synth.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
 from data_synth.llm.http import EndpointPool, HTTPBackend
+from data_synth.llm.preflight import LLMFlags, PreflightError, preflight
 from data_synth.llm.scripted import ScriptedBackend, load_rules, scripted_model, scripted_source
 from data_synth.llm.types import (
     Completion,
@@ -39,11 +41,13 @@ __all__ = [
     "ExtractError",
     "HTTPBackend",
     "JSONReply",
+    "LLMFlags",
     "LLMClient",
     "LLMConfig",
     "LLMError",
     "LLMOutputError",
     "LLMUnavailable",
+    "PreflightError",
     "ReplyError",
     "ResponseCache",
     "ScriptedBackend",
@@ -60,6 +64,7 @@ __all__ = [
     "load_rules",
     "scripted_model",
     "scripted_source",
+    "preflight",
     "strip_reasoning",
     "usage_scope",
 ]

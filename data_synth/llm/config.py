@@ -90,7 +90,11 @@ class LLMConfig(BaseModel):
         )
 
 
-def add_llm_arguments(parser: argparse.ArgumentParser, prefix: str = "llm", what: str = "the model") -> None:
+def add_llm_arguments(
+    parser: argparse.ArgumentParser, prefix: str = "llm", what: str = "the model", *, temperature: float = 0.7
+) -> None:
+    """The flags of one model (`--<prefix>-base-url` ...); `temperature` is its default sampling
+    temperature (judges use 0: every astra-verl command line judges at 0 unless told otherwise)."""
     env = "ASTRA_" + prefix.upper().replace("-", "_")
     g = parser.add_argument_group(f"LLM ({what})")
     g.add_argument(
@@ -114,7 +118,12 @@ def add_llm_arguments(parser: argparse.ArgumentParser, prefix: str = "llm", what
     g.add_argument(f"--{prefix}-concurrency", type=int, default=32, help="requests in flight (default 32)")
     g.add_argument(f"--{prefix}-timeout", type=float, default=120.0, help="seconds per request (default 120)")
     g.add_argument(f"--{prefix}-retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
-    g.add_argument(f"--{prefix}-temperature", type=float, default=0.7, help="sampling temperature (default 0.7)")
+    g.add_argument(
+        f"--{prefix}-temperature",
+        type=float,
+        default=temperature,
+        help=f"sampling temperature (default {temperature:g})",
+    )
     g.add_argument(f"--{prefix}-max-tokens", type=int, default=4096, help="max completion tokens (0 = server default)")
     g.add_argument(f"--{prefix}-extra-body", default=None, metavar="JSON", help="extra request fields, as JSON")
     g.add_argument(f"--{prefix}-no-cache", action="store_true", help="do not read or write the response cache")

@@ -98,16 +98,22 @@ class RunStats:
     rejected: int = 0
     error: int = 0
     elapsed_s: float = 0.0
+    first_error: str | None = None  # "record <key>: <reason>: <detail>" of the first error envelope
 
     @property
     def processed(self) -> int:
         return self.ok + self.rejected + self.error
 
     def line(self) -> str:
-        return (
+        """One line of counts; with errors, a second one with the first error's detail (the
+        rest are in the step's file), so a failing run says why on the console."""
+        text = (
             f"{self.step}: {self.processed} processed ({self.ok} ok, {self.rejected} rejected, {self.error} error), "
             f"{self.skipped_done} already done, {self.elapsed_s:.1f} s"
         )
+        if self.first_error:
+            text += f"\n  first error: {self.first_error}"
+        return text
 
 
 async def gather_or_cancel(*aws: Awaitable[T]) -> list[T]:
@@ -164,6 +170,9 @@ async def process_one(step: Step, record: Record, ctx: StepContext) -> Envelope:
 
 def _count(stats: RunStats, env: Envelope) -> None:
     setattr(stats, env.status, getattr(stats, env.status) + 1)
+    if env.status == "error" and stats.first_error is None:
+        detail = " ".join((env.detail or "").split())  # a traceback tail on one line
+        stats.first_error = f"record {env.key}: {env.reason}: {detail[-400:]}"
 
 
 def _finished(run_dir: str | Path, step: Step) -> dict[str, Envelope]:

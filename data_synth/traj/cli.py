@@ -20,10 +20,20 @@ trajectories (docs/method.md §1). Every step is resumable: rerun the same comma
 
 Examples:
     python -m data_synth traj run tools/ --run-dir runs/t1 --llm-base-url http://h:8000/v1 --llm-model qwen3-32b
+    # a dry run without a model (canned replies from data_synth.traj.canned: plumbing, not data)
+    python -m data_synth traj run tools/ --run-dir /tmp/dry --llm-responder data_synth.traj.canned:respond
     python -m data_synth traj graph --run-dir runs/t1 --set propose.samples=0 --plot gorilla-file-system
     python -m data_synth traj interact --run-dir runs/t1 --set interact.failure_rate=0.1 --shard 0/4
     python -m data_synth traj judge --run-dir runs/t1 --judge-base-url http://j:8000/v1 --judge-model big
 Settings: --config FILE (YAML, see data_synth/traj/config.py) and --set section.key=value (YAML value).
+Run directory: manifest.json (each step's settings and input digests: a rerun with other settings
+is refused unless --force), traj.<step>.jsonl, llm_cache.sqlite, config.yaml, sft.parquet,
+trajectories.jsonl, funnel.json, report/report.md with report/plots/. --redo starts a step (and
+every later one) afresh; --retry-rejected runs a step's rejected records again (a tool-doc file
+that was missing at ingest, say); the old records move to RUN_DIR/redo-<time>/.
+Every LLM endpoint is checked before the first record. Exit status: 0 done; 1 some record errored
+(the first error is printed; rerun to retry), an input line was unreadable, or `run`/`export`
+produced no trajectory; 2 the command could not start; 130 interrupted.
 Train on the result with verl's SFT trainer and
 `data.custom_cls.path=pkg://data_synth.traj.sft_dataset data.custom_cls.name=TrajSFTDataset`.
 """
@@ -35,18 +45,25 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from data_synth.llm import LLMConfig, add_llm_arguments
-from data_synth.pipeline import Shard, read_envelopes, read_outputs
+from data_synth.llm import LLMConfig, LLMFlags, PreflightError, add_llm_arguments, preflight
+from data_synth.pipeline import RunStats, Shard, StoreError, read_envelopes, read_outputs
+from data_synth.pipeline.manifest import ManifestError, file_digest
+from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from data_synth.traj import astra_import
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.graph import plot_graph, write_graphml
+from data_synth.traj.ingest import expand_paths
 from data_synth.traj.records import GraphRecord, Server
-from data_synth.traj.run import ContextFactory, Runner
+from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
+from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
 
+PIPELINE = "traj"
 LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
+READ_ONLY = {"funnel"}  # never create or change the run directory
 STEPS = (
     "ingest",
     "graph",
@@ -61,13 +78,26 @@ STEPS = (
     "funnel",
     "run",
 )
+# What decides each step's records (see data_synth.pipeline.manifest): its config sections and
+# the role whose model answers it.
+STEP_SETTINGS: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "traj.ingest": (("ingest",), None),
+    "traj.graph": (("propose", "graph"), "llm"),
+    "traj.chains": (("chains",), None),
+    "traj.verify": (("verify",), "llm"),
+    "traj.tasks": (("tasks",), "llm"),
+    "traj.augment": (("tasks",), "llm"),
+    "traj.score": (("tasks",), "llm"),
+    "traj.interact": (("interact",), "agent"),
+    "traj.judge": (("judge",), "judge"),
+}
 
 
 def _apply_overrides(raw: dict, sets: list[str]) -> dict:
     for item in sets:
         path, eq, value = item.partition("=")
         if not eq or "." not in path and path != "concurrency":
-            raise SystemExit(f"--set expects section.key=value, got {item!r}")
+            raise UsageError(f"--set expects section.key=value, got {item!r}")
         parts = path.split(".")
         node = raw
         for p in parts[:-1]:
@@ -87,13 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one setting")
     ap.add_argument("--format", choices=("astra", "openai", "mcp", "bfcl"), help="input format (default: detect)")
     ap.add_argument("--domain", default="", help="domain for inputs that do not carry one")
-    ap.add_argument("--shard", default=None, metavar="I/N", help="process only shard I of N (by record key)")
-    ap.add_argument("--ray", type=int, default=0, metavar="WORKERS", help="run LLM steps on N Ray actors")
     ap.add_argument("--plot", action="append", default=[], metavar="SERVER", help="graph: draw this server's graph")
-    ap.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_run_arguments(ap)
     add_llm_arguments(ap, "llm", "synthesis: proposals, verification, tasks, tool simulation")
     add_llm_arguments(ap, "agent", "the agent that solves tasks; default: the synthesis model")
-    add_llm_arguments(ap, "judge", "the trajectory judge; default: the synthesis model")
+    add_llm_arguments(ap, "judge", "the trajectory judge; default: the synthesis model", temperature=0.0)
     return ap
 
 
@@ -113,66 +141,177 @@ def _print_ingest_issues(run_dir: Path, limit: int = 20) -> None:
         print(f"... and {len(lines) - limit} more (see {run_dir}/traj.ingest.jsonl)")
 
 
+def _unreadable_inputs(run_dir: Path) -> int:
+    return sum(1 for e in read_envelopes(run_dir, "traj.ingest").values() if e.reason == "unreadable_file")
+
+
 def _llm_config(args: argparse.Namespace, prefix: str) -> LLMConfig | None:
     cfg = LLMConfig.from_args(args, prefix)
-    return cfg if (cfg.base_urls or cfg.scripted) else None
+    return cfg if (cfg.base_urls or cfg.scripted or cfg.responder) else None
 
 
-async def _main(args: argparse.Namespace) -> int:
-    raw = TrajConfig.from_yaml(args.config).to_dict()
-    cfg = TrajConfig.from_dict(_apply_overrides(raw, args.set))
+def load_config(args: argparse.Namespace) -> TrajConfig:
+    """--config, then --set, then --judge-temperature (unless judge.temperature was set)."""
+    try:
+        raw: dict[str, Any] = {}
+        if args.config:
+            TrajConfig.from_yaml(args.config)  # checks the file, naming unknown sections and keys
+            raw = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
+        raw = _apply_overrides(raw, args.set)
+        if "temperature" not in (raw.get("judge") or {}):
+            raw.setdefault("judge", {})["temperature"] = args.judge_temperature
+        return TrajConfig.from_dict(raw)
+    except (ValueError, TypeError) as e:
+        raise UsageError(f"settings: {e}") from None
+
+
+def _step_names(step: str) -> list[str]:
+    """The step files a command writes."""
+    if step == "run":
+        return list(STEP_ORDER)
+    return [f"traj.{step}"] if f"traj.{step}" in STEP_ORDER else []
+
+
+def step_settings(args: argparse.Namespace, cfg: TrajConfig) -> dict[str, dict[str, Any]]:
+    section = cfg.to_dict()
+    out = {}
+    for name in _step_names(args.step):
+        sections, role = STEP_SETTINGS[name]
+        settings: dict[str, Any] = {s: section[s] for s in sections}
+        if role is not None:
+            c = _llm_config(args, role) or _llm_config(args, "llm")
+            settings["model"] = (c.model or c.responder or c.scripted or "") if c else ""
+        if name == "traj.ingest":
+            files = expand_paths(args.inputs)
+            settings.update(format=args.format, domain=args.domain)
+            settings["inputs"] = {str(f.resolve()): file_digest(f) for f in files}
+        out[name] = settings
+    return out
+
+
+def check_run_dir(args: argparse.Namespace) -> None:
+    run_dir: Path = args.run_dir
+    creates = args.step in ("ingest", "run")
+    if not run_dir.is_dir() and (run_dir.exists() or not creates):
+        what = "is not a directory" if run_dir.exists() else "does not exist"
+        raise UsageError(f"--run-dir {run_dir} {what}; run `ingest` (or `run`) into it first")
+    if creates and not args.inputs:
+        raise UsageError(f"{args.step} needs at least one tool-doc file or folder")
+    if creates and not list(expand_paths(args.inputs)):
+        raise UsageError(f"no tool-doc file in {', '.join(args.inputs)} (folders are searched for *.json, *.jsonl)")
+
+
+def preflight_models(args: argparse.Namespace, cfg: TrajConfig) -> None:
     llm = _llm_config(args, "llm")
     needs_llm = args.step in LLM_STEPS and not (args.step == "graph" and cfg.propose.samples == 0)
-    if needs_llm and llm is None:
-        raise SystemExit(
+    if not needs_llm:
+        return
+    if llm is None:
+        raise UsageError(
             f"step {args.step!r} needs an LLM: pass --llm-base-url URL --llm-model NAME "
-            "(or --llm-scripted FILE for a dry run)"
+            "(or --llm-responder data_synth.traj.canned:respond for a dry run)"
         )
+    preflight(llm, flags=LLMFlags("llm"))
+    for role, steps in (("agent", {"interact", "run"}), ("judge", {"judge", "run"})):
+        own = _llm_config(args, role)
+        if own is not None and args.step in steps:
+            preflight(own, flags=LLMFlags(role))
+
+
+def _plot_graphs(args: argparse.Namespace) -> None:
+    graphs = read_outputs(args.run_dir, "traj.graph", GraphRecord)
+    write_graphml(graphs, args.run_dir / "graphs.graphml")
+    by_id = {g.server_id: g for g in graphs}
+    for server in args.plot:
+        if server not in by_id:
+            print(f"--plot {server}: no graph for that server (known: {', '.join(sorted(by_id)) or 'none'})")
+            continue
+        print(f"plotted {plot_graph(by_id[server], args.run_dir / 'graphs' / f'{server}.png')}")
+
+
+async def _run_step(args: argparse.Namespace, runner: Runner) -> tuple[list[RunStats], dict[str, Any] | None]:
+    """Run the command's step(s); (what each step did, the export summary when there was one)."""
+    if args.step == "ingest":
+        stats = await runner.ingest(args.inputs, fmt=args.format, domain=args.domain)
+        print(stats.line())
+        _print_ingest_issues(args.run_dir)
+        return [stats], None
+    if args.step == "run":
+        stats, summary = await runner.run_all(args.inputs, fmt=args.format, domain=args.domain)
+        for s in stats:
+            print(s.line())
+        print(runner.funnel().table())
+        print(f"export: {summary}")
+        return stats, summary
+    if args.step == "export":
+        summary = runner.export()
+        print(summary)
+        return [], summary
+    stats = await getattr(runner, args.step)()
+    print(stats.line())
+    print(runner.funnel().table())
+    return [stats], None
+
+
+def failures(args: argparse.Namespace, stats: list[RunStats], summary: dict[str, Any] | None) -> list[str]:
+    out = []
+    errors = sum(s.error for s in stats)
+    if errors:
+        out.append(f"{errors} records errored (first error printed above); rerun the same command to retry them")
+    if args.step in ("ingest", "run") and _unreadable_inputs(args.run_dir):
+        out.append(f"{_unreadable_inputs(args.run_dir)} input files or lines could not be read (listed above)")
+    if summary is not None and not summary.get("rows"):
+        out.append("no trajectory was kept: sft.parquet is empty; the funnel shows where the records fell out")
+    return out
+
+
+async def _main(args: argparse.Namespace, cfg: TrajConfig) -> int:
     factory = ContextFactory(
         run_dir=str(args.run_dir),
-        llm=llm,
+        llm=_llm_config(args, "llm"),
         agent=_llm_config(args, "agent"),
         judge=_llm_config(args, "judge"),
         personas=cfg.tasks.personas,
     )
-    if args.ray:
-        import ray  # lazy: heavy, only the Ray runner needs it
-
-        ray.init(ignore_reinit_error=True)
     runner = Runner(
-        args.run_dir, cfg, factory, shard=Shard.parse(args.shard), progress=not args.no_progress, ray_workers=args.ray
+        args.run_dir,
+        cfg,
+        factory,
+        shard=Shard.parse(args.shard),
+        progress=not args.quiet,
+        ray_workers=args.ray_workers if args.ray else 0,
     )
-    args.run_dir.mkdir(parents=True, exist_ok=True)
-    (args.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    if args.step == "funnel":
+        print(runner.funnel().table())
+        return EXIT_OK
     try:
-        if args.step == "ingest":
-            stats = await runner.ingest(args.inputs, fmt=args.format, domain=args.domain)
-            print(stats.line())
-            _print_ingest_issues(args.run_dir)
-        elif args.step == "run":
-            summary = await runner.run_all(args.inputs, fmt=args.format, domain=args.domain)
-            print(runner.funnel().table())
-            print(f"export: {summary}")
-        elif args.step == "export":
-            print(runner.export())
-        elif args.step == "funnel":
-            print(runner.funnel().table())
-        else:
-            stats = await getattr(runner, args.step)()
-            print(stats.line())
-            print(runner.funnel().table())
+        stats, summary = await _run_step(args, runner)
         if args.step in ("graph", "run"):
-            graphs = read_outputs(args.run_dir, "traj.graph", GraphRecord)
-            write_graphml(graphs, args.run_dir / "graphs.graphml")
-            by_id = {g.server_id: g for g in graphs}
-            for server in args.plot:
-                if server not in by_id:
-                    print(f"--plot {server}: no graph for that server (known: {', '.join(sorted(by_id)) or 'none'})")
-                    continue
-                print(f"plotted {plot_graph(by_id[server], args.run_dir / 'graphs' / f'{server}.png')}")
+            _plot_graphs(args)
     finally:
         await runner.aclose()
-    return 0
+    problems = failures(args, stats, summary)
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    return EXIT_FAILED if problems else EXIT_OK
+
+
+def _command(args: argparse.Namespace) -> int:
+    check_run_dir(args)
+    cfg = load_config(args)
+    try:
+        Shard.parse(args.shard)
+    except ValueError as e:
+        raise UsageError(f"--shard: {e}") from None
+    preflight_models(args, cfg)
+    if args.step not in READ_ONLY:
+        prepare_run_dir(args, PIPELINE, STEP_ORDER, _step_names(args.step), step_settings(args, cfg))
+        (args.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    if args.ray:
+        import ray  # lazy: Ray is heavy and only --ray needs it
+
+        ray.init(address=None if args.ray == "local" else args.ray, ignore_reinit_error=True)
+    return asyncio.run(_main(args, cfg))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -181,7 +320,11 @@ def main(argv: list[str] | None = None) -> int:
         return astra_import.main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    return asyncio.run(_main(args))
+    return run_cli(
+        lambda: _command(args),
+        usage_errors=(PreflightError, ManifestError, StoreError),
+        interrupted="finished records are saved; rerun the same command to continue",
+    )
 
 
 if __name__ == "__main__":

@@ -54,23 +54,29 @@ def slug(text: str) -> str:
 
 
 # -- phase 1: files -> source records ------------------------------------------------------
-def _read_json_or_jsonl(path: Path) -> tuple[Any, bool]:
-    """(content, is_jsonl). A JSONL file gives the list of its non-empty lines' values; a line
-    that does not parse raises with its line number."""
+def _read_json_or_jsonl(path: Path) -> tuple[Any, bool, dict[int, str]]:
+    """(content, is_jsonl, bad lines). A JSONL file gives the list of its non-empty lines' values,
+    None where a line does not parse; `bad` maps such a line's position in that list to
+    `line N: what is wrong` (the other lines are still read: a corrupt line is rejected alone)."""
     text = path.read_text(encoding="utf-8")
     try:
-        return json.loads(text), False
+        return json.loads(text), False, {}
     except json.JSONDecodeError:
         pass
-    rows = []
+    rows: list[Any] = []
+    bad: dict[int, str] = {}
     for i, line in enumerate(text.splitlines()):
         if not line.strip():
             continue
         try:
             rows.append(json.loads(line))
         except json.JSONDecodeError as e:
-            raise ValueError(f"line {i + 1} is not JSON ({e.msg}); the file is neither JSON nor JSONL") from None
-    return rows, True
+            bad[len(rows)] = f"line {i + 1} is not JSON ({e.msg})"
+            rows.append(None)
+    if len(bad) == len(rows):
+        first = next(iter(bad.values()), "the file is empty")
+        raise ValueError(f"neither JSON nor JSONL: {first}")
+    return rows, True, bad
 
 
 def detect_format(content: Any, is_jsonl: bool) -> str:
@@ -112,23 +118,29 @@ def _mcp_info(content: Any) -> dict[str, Any]:
 def _file_sources(path: Path, fmt: str | None, server_name: str | None, domain: str) -> list[SourceRecord]:
     base = {"file": str(path), "domain": domain}
     try:
-        content, is_jsonl = _read_json_or_jsonl(path)
-        fmt = fmt or detect_format(content, is_jsonl)
+        content, is_jsonl, bad = _read_json_or_jsonl(path)
+        good = [r for i, r in enumerate(content) if i not in bad] if bad else content
+        fmt = fmt or detect_format(good, is_jsonl)
     except (OSError, ValueError, UnicodeDecodeError) as e:
         return [SourceRecord(key=f"{path}#0", index=0, error=str(e), **base)]
     if fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; one of {FORMATS}")
-    if fmt == "astra":
+    if fmt == "astra":  # one server per record: a corrupt line is a rejected record of its own
         rows = content if isinstance(content, list) else [content]
         return [
-            SourceRecord(key=f"{path}#{i}", index=i, format=fmt, server_name=_astra_name(r), content=r, **base)
+            SourceRecord(key=f"{path}#{i}", index=i, error=bad[i], **base)
+            if i in bad
+            else SourceRecord(key=f"{path}#{i}", index=i, format=fmt, server_name=_astra_name(r), content=r, **base)
             for i, r in enumerate(rows)
         ]
-    name = server_name or (_mcp_info(content).get("name") if fmt == "mcp" else None) or path.stem
-    return [SourceRecord(key=f"{path}#0", index=0, format=fmt, server_name=name, content=content, **base)]
+    # one server per file: its tools come from the lines that parse; each corrupt line is rejected
+    name = server_name or (_mcp_info(good).get("name") if fmt == "mcp" else None) or path.stem
+    corrupt = [SourceRecord(key=f"{path}#line-{i}", index=i, error=why, **base) for i, why in bad.items()]
+    return [SourceRecord(key=f"{path}#0", index=0, format=fmt, server_name=name, content=good, **base), *corrupt]
 
 
-def _expand(paths: Iterable[str | Path]) -> Iterator[Path]:
+def expand_paths(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """The files `paths` name: files as given, folders searched for *.json and *.jsonl."""
     for p in paths:
         p = Path(p)
         if p.is_dir():
@@ -144,7 +156,7 @@ def read_sources(
     order. A later record whose server id an earlier one took gets `duplicate_of`."""
     out: list[SourceRecord] = []
     first: dict[str, str] = {}
-    for path in _expand(paths):
+    for path in expand_paths(paths):
         for src in _file_sources(path, fmt, server_name, domain):
             if src.server_name:
                 sid = slug(src.server_name)

@@ -1,4 +1,4 @@
-"""The run report: `report.md` with the funnel and what was kept, plus plots in `plots/`.
+"""The run report: `report/report.md` with the funnel and what was kept, plus plots in `report/plots/`.
 
 Built with the shared `data_synth.report.Report`: the funnel (table and plot), rejection and
 error reasons, then the plots of this pipeline: judge scores of every judged trajectory (kept
@@ -45,9 +45,10 @@ def _kept_summary(kept: list[JudgedTrajectory]) -> str:
     )
 
 
-def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajectory]) -> Path:
+def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajectory], *, threshold: float) -> Path:
+    """The report; `threshold` is the judge's keep threshold, drawn on the score histogram."""
     run_dir = Path(run_dir)
-    report = Report("Trajectory synthesis report", run_dir, plot_dir="plots")
+    report = Report("Trajectory synthesis report", run_dir / "report", plot_dir="plots")
     report.text(f"Run directory: `{run_dir.resolve()}`")
     report.funnel(funnel)
     report.rejections(funnel)
@@ -61,6 +62,8 @@ def write_report(run_dir: str | Path, funnel: Funnel, kept: list[JudgedTrajector
         xlabel=f"judge score (mean of {len(DIMENSIONS)} dimensions)",
         span=(0, 1),
         stacked=True,
+        vline=threshold,
+        vline_label=f"threshold {threshold:g}",
     )
     means = (
         {d.replace("_", " "): sum(k.judgement.scores[d] for k in kept) / len(kept) for d in DIMENSIONS} if kept else {}

@@ -233,12 +233,15 @@ class Runner:
         )
         funnel = self.funnel()
         funnel.save(self.run_dir / "funnel.json")
-        counts["report"] = str(write_report(self.run_dir, funnel, kept))
+        counts["report"] = str(write_report(self.run_dir, funnel, kept, threshold=self.cfg.judge.threshold))
         (self.run_dir / "export.json").write_text(json.dumps(counts, indent=2), encoding="utf-8")
         return counts
 
-    async def run_all(self, paths: list[str], *, fmt: str | None = None, domain: str = "") -> dict[str, Any]:
-        await self.ingest(paths, fmt=fmt, domain=domain)
+    async def run_all(
+        self, paths: list[str], *, fmt: str | None = None, domain: str = ""
+    ) -> tuple[list[RunStats], dict[str, Any]]:
+        """Every step, then the export: (what each step did, the export summary)."""
+        stats = [await self.ingest(paths, fmt=fmt, domain=domain)]
         for name in ("graph", "chains", "verify", "tasks", "augment", "score", "interact", "judge"):
-            await getattr(self, name)()
-        return self.export()
+            stats.append(await getattr(self, name)())
+        return stats, self.export()

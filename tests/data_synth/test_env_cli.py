@@ -66,8 +66,9 @@ def test_dry_run_end_to_end(tmp_path):
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0 and "report:" in r.stdout, r.stderr[-3000:]
-    for name in ("report.md", "funnel.png", "hops.png", "scenario_types.png", "tools.png", "quality.png"):
-        assert (run_dir / "report" / name).exists(), name
+    assert (run_dir / "report" / "report.md").exists()
+    for name in ("funnel.png", "hops.png", "scenario_types.png", "tools.png", "quality.png"):
+        assert (run_dir / "report" / "plots" / name).exists(), name
     funnel = json.loads((run_dir / "funnel.json").read_text())
     assert [s["step"] for s in funnel["steps"]] == STEPS and funnel["steps"][0]["inputs"] == 8
 

@@ -186,7 +186,7 @@ def run_pipeline(run_dir: Path, inputs: Path, delay_s: float = 0.0) -> dict:
 
     async def go():
         try:
-            return await runner.run_all([str(inputs)])
+            return (await runner.run_all([str(inputs)]))[1]
         finally:
             await runner.aclose()
 
@@ -233,10 +233,10 @@ def test_pipeline_end_to_end_with_funnel_and_export(tmp_path):
     lines = (run_dir / "trajectories.jsonl").read_text().splitlines()
     assert len(lines) == funnel["traj.interact"].ok
     assert {json.loads(x)["judge_status"] for x in lines} == {"ok", "rejected"}
-    report = (run_dir / "report.md").read_text()
+    report = (run_dir / "report" / "report.md").read_text()
     assert "| traj.judge |" in report and "## Kept trajectories" in report
     for png in ("funnel", "rejections", "judge_scores", "judge_dimensions", "tool_calls", "chain_lengths"):
-        assert (run_dir / "plots" / f"{png}.png").stat().st_size > 1000 and f"(plots/{png}.png)" in report
+        assert (run_dir / "report" / "plots" / f"{png}.png").stat().st_size > 1000 and f"(plots/{png}.png)" in report
     assert json.loads((run_dir / "funnel.json").read_text())["steps"][0]["step"] == "traj.ingest"
 
 
@@ -315,7 +315,7 @@ def test_cli_help_and_schema_only_graph(tmp_path):
     run_dir = tmp_path / "run"
     base = [sys.executable, "-m", "data_synth", "traj"]
     r = subprocess.run(
-        [*base, "ingest", str(inputs), "--run-dir", str(run_dir), "--no-progress"],
+        [*base, "ingest", str(inputs), "--run-dir", str(run_dir), "-q"],
         capture_output=True,
         text=True,
         env=env,
@@ -335,7 +335,7 @@ def test_cli_help_and_schema_only_graph(tmp_path):
             "crm",
             "--plot",
             "nope",
-            "--no-progress",
+            "-q",
         ],
         capture_output=True,
         text=True,

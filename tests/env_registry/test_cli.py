@@ -127,3 +127,34 @@ def test_stats_counts_cyclic_traces_and_does_not_hide_bugs_as_cycles(tmp_path, c
     monkeypatch.setattr(nx, "dag_longest_path_length", bug)
     with pytest.raises(TypeError, match="a bug in shape_of"):
         main(["--store", str(store), "-q", "stats", "--json"])
+
+
+def test_common_mistakes_end_in_one_line_and_exit_2_never_a_traceback(tmp_path, capsys, store_path):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a store")
+    for argv in (["--store", str(a_file), "stats"], ["--store", str(a_file), "-q", "generate", "--n", "2"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: --store {a_file} is a file, not a store directory") and "Traceback" not in err
+
+    # a bad --domains is refused before the store exists (it used to leave an empty store behind)
+    store = tmp_path / "new_store"
+    assert main(["--store", str(store), "-q", "generate", "--n", "2", "--domains", "bogus"]) == 2
+    assert "unknown domain(s) ['bogus']" in capsys.readouterr().err
+    assert not store.exists()
+
+    # an output folder that cannot be created names the path and what to do
+    assert main(["--store", str(store_path), "-q", "export-parquet", "--out", str(a_file / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {a_file / 'out'}") and "a part of the path is a file, not a directory" in err
+
+
+def test_interrupt_says_how_to_continue(tmp_path, capsys, monkeypatch):
+    import env_registry.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_stats", interrupted)
+    assert main(["--store", str(tmp_path), "stats"]) == 130
+    assert "interrupted: finished work is saved; rerun the same command to continue" in capsys.readouterr().err

@@ -25,7 +25,7 @@ class Server:
         self.requests: Counter = Counter()
         self.tools_after_holdout: set[str] = set()
         self.loop = asyncio.new_event_loop()
-        self.server = FakeOpenAIServer(self.handle)
+        self.server = FakeOpenAIServer(self.handle, models=["fake-model"])
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.url = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(30)
 

@@ -184,3 +184,63 @@ def test_delta_zero_drops_exactly_what_verls_filter_groups_drops(tq):
     dropped_by_verl, _ = verl._dapo_filtered_keys("train")
     assert dropped_by_us == dropped_by_verl and len(dropped_by_us) == 2
     tq.kv_clear(keys=list(tq.kv_list("train")["train"]), partition_id="train")
+
+
+def test_the_sampled_batch_leaves_one_episode_record_per_episode_beside_verls_dump(tq, tmp_path):
+    """With trainer.rollout_data_dir set, the recipe's `episode_dir` makes the sampler write
+    <dir>/episodes/<step>.jsonl: per episode its calls (status, error kind, distractor), what was
+    solved, why it ended, keyed by the TransferQueue key verl's own dump uses as `uid`."""
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    from astra_verl.inspect.records import read_records
+    from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+    from env_registry.spec import RewardTarget, TargetSubQuestion
+
+    target = RewardTarget(
+        env_id="env1",
+        final_answer="12",
+        sub_questions=[
+            TargetSubQuestion(id="q1", answer="7", needs_tool=True, tool="lookup"),
+            TargetSubQuestion(id="q2", answer="12", needs_tool=False),
+        ],
+    )
+    ok = CallRecord(turn=1, index=0, tool="lookup", arguments={"x": 1}, status=CallStatus.OK, output="value 7")
+    bad = CallRecord(turn=1, index=1, tool="nope", arguments={}, status=CallStatus.UNKNOWN_TOOL, distractor=True)
+    log = EpisodeLog(env_id="env1", calls=[ok, bad], assistant_turns=2, final_answer="It is 12.")
+    log.terminated_by = Termination.NO_TOOL_CALL
+    rollout = ScriptedRollout(tq, [])
+    uid = rollout.new_uid()
+    fields = [
+        {
+            "rm_scores": torch.tensor([0.0, r]),
+            "reward_model": {"style": "rule", "ground_truth": target.model_dump_json()},
+            "raw_prompt": [{"role": "user", "content": "What is 5 + 7?"}],  # verl puts the row's prompt here
+            "extra_fields": {"reward_extra_info": info(r), "astra_episode": log.to_dict()},
+        }
+        for r in VALID
+    ]
+    keys = [f"{uid}_{i}_0" for i in range(B)]
+    tq.kv_batch_put(keys=keys, partition_id="train", fields=list_of_dict_to_tensordict(fields),
+                    tags=[{"status": "success", "min_global_steps": 1, "max_global_steps": 1}] * B)  # fmt: skip
+    tq.kv_put(key=uid, partition_id="train", tag={"is_prompt": True, "status": "finished", "global_steps": 1})
+    sampler = build_sampler(
+        rollout.refill, ["astra.batch_filling.enable=false", f"trainer.rollout_data_dir={tmp_path}"]
+    )
+    batch, _ = sampler.sample(global_steps=3, partition_id="train", batch_size=1)
+    records = list(read_records(tmp_path / "episodes" / "3.jsonl"))
+    assert sorted(r.uid for r in records) == sorted(batch.keys) == keys
+    r = records[0]
+    assert r.step == 3 and r.env_id == "env1" and r.prompt[0]["content"] == "What is 5 + 7?"
+    assert [(q.id, q.solved) for q in r.sub_questions] == [("q1", True), ("q2", True)]
+    assert r.scores["calls"] == 2 and r.scores["invalid_calls"] == 1 and r.scores["distractor_calls"] == 1
+    calls = r.log().calls
+    assert [(c.tool, c.status, c.distractor) for c in calls] == [
+        ("lookup", CallStatus.OK, False),
+        ("nope", CallStatus.UNKNOWN_TOOL, True),
+    ]
+    assert r.log().terminated_by is Termination.NO_TOOL_CALL and r.log().assistant_turns == 2
+    assert sorted(x.reward for x in records) == pytest.approx(sorted(VALID))
+    tq.kv_clear(keys=batch.keys, partition_id="train")
+    remaining = list(tq.kv_list("train")["train"])
+    if remaining:
+        tq.kv_clear(keys=remaining, partition_id="train")

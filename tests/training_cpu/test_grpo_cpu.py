@@ -139,3 +139,13 @@ def test_astra_grpo_step_scores_real_sandboxed_tool_calls(
     step = metrics[1]
     assert step["astra/calls_per_episode/mean"] > 0 and step["astra/solved_rate"] > 0, step
     assert step["critic/score/max"] > 0
+    # astra's episode record of each trajectory, beside verl's dump line of the same uid
+    from astra_verl.inspect.records import read_records
+
+    records = {r.uid: r for r in read_records(dump / "episodes" / "1.jsonl")}
+    assert set(records) == {s["uid"] for s in samples}
+    assert all(records[s["uid"]].reward == pytest.approx(s["score"]) for s in samples)
+    assert sum(r.scores["calls"] for r in records.values()) / len(records) == pytest.approx(
+        step["astra/calls_per_episode/mean"]
+    )
+    assert any(q.solved for r in records.values() for q in r.sub_questions)

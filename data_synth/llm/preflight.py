@@ -1,0 +1,105 @@
+"""Check every LLM endpoint once before the first record: reachable, key accepted, model served.
+
+    preflight(cfg, flags=LLMFlags("llm"))       # raises PreflightError saying what, where, what to do
+
+A run against a server that is down, a URL without `/v1`, a rejected key or a model name the
+server does not know would otherwise retry each record for a minute and end as a run of
+`llm_unavailable` errors. One `GET <base_url>/models` per endpoint (the OpenAI API's model list,
+which vLLM, SGLang and hosted APIs serve) finds all four in a second. Scripted backends
+(`--llm-scripted`, `--llm-responder`) are not checked: there is nothing to reach.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+import httpx
+
+from data_synth.llm.config import LLMConfig
+from data_synth.llm.types import LLMError
+
+__all__ = ["LLMFlags", "PreflightError", "list_models", "preflight"]
+
+PREFLIGHT_TIMEOUT_S = 10.0
+
+
+class PreflightError(LLMError):
+    """An endpoint cannot serve the run; the message names the endpoint, the problem and the fix."""
+
+
+@dataclass(frozen=True)
+class LLMFlags:
+    """The command-line names of one model's settings, for messages (`--llm-model`, or `--model`)."""
+
+    prefix: str = "llm"
+
+    def flag(self, name: str) -> str:
+        return f"--{self.prefix}-{name}" if self.prefix else f"--{name}"
+
+
+def _get(url: str, headers: dict[str, str], timeout_s: float) -> httpx.Response:
+    # trust_env=False: the pipeline's own requests (aiohttp) ignore proxy variables too
+    with httpx.Client(timeout=timeout_s, trust_env=False) as client:
+        return client.get(url, headers=headers)
+
+
+def list_models(base_url: str, *, api_key_env: str | None, flags: LLMFlags, timeout_s: float) -> list[str]:
+    """The model ids `base_url` serves; PreflightError when it cannot be asked."""
+    url = f"{base_url.rstrip('/')}/models"
+    key = os.environ.get(api_key_env) if api_key_env else None
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        r = _get(url, headers, timeout_s)
+    except httpx.TimeoutException:
+        raise PreflightError(
+            f"{url}: no answer within {timeout_s:g} s; is the server up and {flags.flag('base-url')} right?"
+        ) from None
+    except httpx.HTTPError as e:
+        raise PreflightError(
+            f"{url}: cannot connect ({type(e).__name__}: {e}); start the server or fix {flags.flag('base-url')}"
+        ) from None
+    if r.status_code in (401, 403):
+        where = f"the variable {api_key_env}" if api_key_env else "no variable"
+        state = "which is set" if key else "which is not set"
+        raise PreflightError(
+            f"{url}: HTTP {r.status_code}, the key was refused; the key is read from {where} ({state}); "
+            f"set it, or name another variable with {flags.flag('api-key-env')}"
+        )
+    if r.status_code == 404:
+        raise PreflightError(
+            f"{url}: HTTP 404; {flags.flag('base-url')} must be the OpenAI-compatible base URL, usually ending "
+            "in /v1 (e.g. http://host:8000/v1)"
+        )
+    if r.status_code != 200:
+        raise PreflightError(f"{url}: HTTP {r.status_code}: {r.text[:200]!r}")
+    try:
+        data = r.json()["data"]
+        return [str(m["id"]) for m in data]
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise PreflightError(
+            f"{url}: the answer is not an OpenAI model list ({r.text[:120]!r}); is {base_url} an "
+            "OpenAI-compatible endpoint?"
+        ) from None
+
+
+def preflight(cfg: LLMConfig, *, flags: LLMFlags = LLMFlags(), timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
+    """Raise PreflightError unless every endpoint of `cfg` is reachable and serves `cfg.model`."""
+    if cfg.scripted or cfg.responder:
+        return
+    if not cfg.base_urls:
+        raise PreflightError(
+            f"no LLM endpoint: pass {flags.flag('base-url')} URL (e.g. http://127.0.0.1:8000/v1) and "
+            f"{flags.flag('model')} NAME"
+        )
+    for base_url in cfg.base_urls:
+        served = list_models(base_url, api_key_env=cfg.api_key_env or None, flags=flags, timeout_s=timeout_s)
+        shown = ", ".join(served[:10]) + (f" and {len(served) - 10} more" if len(served) > 10 else "")
+        if not cfg.model:
+            raise PreflightError(f"{flags.flag('model')} is required; {base_url} serves: {shown or 'no model'}")
+        if cfg.model not in served:
+            raise PreflightError(
+                f"{base_url} does not serve the model {cfg.model!r} (it serves: {shown or 'no model'}); "
+                f"fix {flags.flag('model')}"
+            )

@@ -1,0 +1,94 @@
+"""What the three command lines share (`env_registry`, `data_synth env|traj`, `astra_verl.eval`).
+
+Exit status, the same everywhere:
+
+    0    everything asked for was done
+    1    the command ran, but some record, environment or episode failed or was rejected, or
+         the run produced nothing; the output says which and where (a rerun retries errors)
+    2    the command could not start: a usage error, an input that cannot be read, an output
+         that cannot be written, an LLM endpoint that cannot serve the run
+    130  interrupted (Ctrl-C); finished work is saved and the same command continues
+
+`run_cli` is each CLI's one top-level handler: errors it knows print one line on stderr saying
+what was wrong, where, and what to do, never a traceback. `-q/--quiet` is the one progress flag.
+
+This module sits in env_registry because that is the lowest layer with a command line; the
+synthesis pipelines and the evaluation import it from there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import sys
+from collections.abc import Callable
+
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "UsageError",
+    "add_quiet",
+    "describe_os_error",
+    "run_cli",
+]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+
+class UsageError(Exception):
+    """The command cannot run as given: printed as one line on stderr, exit status 2."""
+
+
+def add_quiet(parser: argparse.ArgumentParser, **kwargs) -> None:
+    """`-q/--quiet`: no progress bars (results and errors are still printed)."""
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars", **kwargs)
+
+
+_OS_FIXES = {
+    errno.ENOENT: "it does not exist; check the path",
+    errno.ENOTDIR: "a part of the path is a file, not a directory; choose another path",
+    errno.EISDIR: "it is a directory, not a file; name a file",
+    errno.EEXIST: "it already exists and is in the way; choose another path or remove it",
+    errno.EACCES: "permission denied; choose a path you can write to, or fix its permissions",
+    errno.EPERM: "operation not permitted; choose a path you can write to",
+    errno.EROFS: "the file system is read-only; choose another path",
+    errno.ENOSPC: "the disk is full; free space or choose another path",
+}
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`<path>: <what went wrong and what to do>` for a failed file operation."""
+    where = exc.filename if exc.filename is not None else "(no path)"
+    if exc.filename2 is not None:
+        where = f"{where} -> {exc.filename2}"
+    return f"{where}: {_OS_FIXES.get(exc.errno or 0, exc.strerror or str(exc))}"
+
+
+def run_cli(
+    command: Callable[[], int],
+    *,
+    usage_errors: tuple[type[BaseException], ...] = (),
+    interrupted: str = "finished work is saved; rerun the same command to continue",
+) -> int:
+    """Run one command and turn what can go wrong into a line on stderr and an exit status."""
+    try:
+        return command()
+    except (UsageError, *usage_errors) as exc:
+        _say(f"error: {exc}")
+        return EXIT_USAGE
+    except BrokenPipeError:  # `... | head` closed the pipe: not an error
+        return EXIT_OK
+    except OSError as exc:
+        if exc.filename is None:  # not a file operation (a socket, a bug): keep the traceback
+            raise
+        _say(f"error: {describe_os_error(exc)}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _say(f"\ninterrupted: {interrupted}")
+        return EXIT_INTERRUPTED
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
