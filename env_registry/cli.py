@@ -129,10 +129,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 class _Rejects:
     """Rejected records, appended with file, place and reasons; opened on the first rejection.
-    `rules` counts rejected records per rule they broke (a record with several counts in each)."""
+    `rules` counts rejected records per rule they broke (a record with several counts in each).
+    Written to `explicit`, else `default`, else next to the input file of the first rejection."""
 
-    def __init__(self, explicit: str | None):
-        self.explicit = Path(explicit) if explicit else None
+    def __init__(self, explicit: str | None, default: Path | None = None):
+        self.explicit = Path(explicit) if explicit else default
         self.path: Path | None = None
         self.count = 0
         self.rules: Counter = Counter()
@@ -264,7 +265,8 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
     if bad:
         raise UsageError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
     store = _store(args, "a")
-    rejects = _Rejects(args.rejects)
+    # Beside the store, the command's output: a release's folder may be read-only or shared.
+    rejects = _Rejects(args.rejects, Path(args.store).with_name(Path(args.store).name + ".rejects.jsonl"))
     formats: Counter = Counter()
     t0 = time.perf_counter()
     try:
@@ -593,7 +595,7 @@ def build_parser() -> argparse.ArgumentParser:
     ia.add_argument(
         "--domain", default=DEFAULT_DOMAIN, help=f"domain of records that name none (default {DEFAULT_DOMAIN})"
     )
-    ia.add_argument("--rejects", help="rejects file (default: <FILE>.rejects.jsonl next to the first input)")
+    ia.add_argument("--rejects", help="rejects file, appended to (default: <STORE>.rejects.jsonl next to the store)")
     ia.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
     ia.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
     ia.set_defaults(func=cmd_import_astra)
