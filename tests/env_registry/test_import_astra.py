@@ -200,9 +200,12 @@ def test_a_json_list_of_step5_records_is_imported_element_by_element(tmp_path, c
     broken["env_result"]["3"]["env_synthesis_result"]["data"]["tool_call_statement"] = "temperature_difference(*[1, 2])"
     merged.write_text(json.dumps([pipeline["astra-fixture-merged"], broken, "not a record"]))
     rejects = tmp_path / "rejects.jsonl"
-    argv = ["--store", str(tmp_path / "s"), "-q", "import-astra", str(merged), "--rejects", str(rejects), "--no-replay"]
-    code, out = _run(capsys, *argv)
+    argv = ["--store", str(tmp_path / "s"), "-q", "import-astra", str(merged), "--rejects", str(rejects)]
+    code, out = _run(capsys, *argv)  # replayed twice in the sandbox, like any import
     assert code == 1 and "imported 1 environments" in out and "rejected 2" in out
+    (env,) = EnvStore.open(tmp_path / "s")
+    assert env.provenance.source == f"{merged}[element 0] uuid=astra-fixture-merged"
+    assert [len(t.golden_calls) for t in env.tools] == [2, 1]  # the merged tool answers both cities
     rows = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert [(r["element"], r["issues"][0]["rule"]) for r in rows] == [(1, "call_statement"), (2, "import_format")]
     assert json.loads(rows[0]["record"]) == broken  # the record itself, next to where it was
