@@ -42,7 +42,8 @@ tool listed and implemented) and always rejected, its defects listed before the 
 pipeline's input, not environments: knowledge domains and context passages (`{domain,
 knowledge_corpus}`), questions (`{question, domain}`), a taxonomy. Such a record is rejected
 with the `data_synth env run` command that synthesizes environments from it, so a user who
-points the importer at those files learns what they hold.
+points the importer at those files learns what they hold; an SFT conversation (ASTRA-SFT-1k) is
+rejected with the command that converts it (`data_synth traj import-astra`).
 """
 
 from __future__ import annotations
@@ -407,6 +408,15 @@ def synthesis_input(data: dict[str, Any]) -> Conversion:
     return Conversion(f"synthesis_input ({mode})", None, [ValidationIssue("", "", Rule.IMPORT_FORMAT, message)])
 
 
+def conversation(data: dict[str, Any]) -> Conversion:
+    """An SFT conversation (ASTRA-SFT-1k, OpenAI messages): the other importer's input."""
+    message = (
+        "an SFT conversation (ASTRA-SFT-1k or OpenAI messages), not an environment: convert it with "
+        "`python -m data_synth traj import-astra FILE --out sft.parquet`"
+    )
+    return Conversion("sft_conversation", None, [ValidationIssue("", "", Rule.IMPORT_FORMAT, message)])
+
+
 # -- dispatch --------------------------------------------------------------------------------
 
 
@@ -426,6 +436,11 @@ FORMATS = (
         "synthesis_input",
         lambda d: has_fields("domain", "knowledge_corpus")(d) or has_fields("domain", "question")(d) or _is_taxonomy(d),
         lambda d, source, domain: synthesis_input(d),
+    ),
+    RecordFormat(
+        "sft_conversation",
+        lambda d: has_fields("trajectory", "mcp_info")(d) or has_fields("messages", "tools")(d),
+        lambda d, source, domain: conversation(d),
     ),
 )
 

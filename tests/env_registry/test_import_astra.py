@@ -246,3 +246,12 @@ def test_rejects_go_beside_the_store_not_into_the_release_folder(tmp_path, capsy
     assert [json.loads(line)["issues"][0]["rule"] for line in rejects.read_text().splitlines()] == ["import_format"] * 4
     for mode in SYNTHESIS_INPUTS:
         assert f"synthesis_input ({mode})" in out  # the formats table says what the files hold
+
+
+def test_a_conversation_is_pointed_at_the_sft_importer():
+    row = json.loads(
+        (Path(__file__).parents[1] / "data_synth" / "data" / "astra_sft.jsonl").read_text().splitlines()[0]
+    )
+    c = convert(row, "f")
+    assert c.format == "sft_conversation" and c.spec is None
+    assert "data_synth traj import-astra FILE --out sft.parquet" in c.issues[0].message
