@@ -144,7 +144,8 @@ class _Rejects:
         self.rules.update({i.rule.value for i in issues})
         if self.count <= 10:
             first = issues[0]
-            _out(f"rejected {row.label}: [{first.rule.value}] {first.field}: {first.message}")
+            where = f" {first.field}:" if first.field else ""  # a whole-record issue has no field
+            _out(f"rejected {row.label}: [{first.rule.value}]{where} {first.message}")
         if self._f is None:
             self.path = self.explicit or Path(row.file).with_suffix(".rejects.jsonl")
             self._f = open(self.path, "a", encoding="utf-8")

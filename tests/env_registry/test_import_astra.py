@@ -246,6 +246,7 @@ def test_rejects_go_beside_the_store_not_into_the_release_folder(tmp_path, capsy
     assert [json.loads(line)["issues"][0]["rule"] for line in rejects.read_text().splitlines()] == ["import_format"] * 4
     for mode in SYNTHESIS_INPUTS:
         assert f"synthesis_input ({mode})" in out  # the formats table says what the files hold
+    assert f"rejected {release / 'mixed.jsonl'}:1: [import_format] an input of ASTRA's" in out  # no empty field
 
 
 def test_a_conversation_is_pointed_at_the_sft_importer():
