@@ -196,18 +196,29 @@ def echo(env: EnvSpec, rng: random.Random) -> Play:
     return play
 
 
+def _modified(tool: ToolSpec, golden: Args, rng: random.Random) -> Args | None:
+    """`golden` with every other result-changing option (enum parameters, limits at their
+    maximum); None when the tool has none."""
+    args, changed = dict(golden), False
+    for p, prop in (tool.parameters.get("properties") or {}).items():
+        if "enum" in prop and len(prop["enum"]) > 1 and prop.get("type") != "array":
+            current = args.get(p, prop["enum"][0])
+            args[p], changed = rng.choice([v for v in prop["enum"] if v != current]), True
+        elif prop.get("type") == "integer" and "maximum" in prop and "enum" not in prop:
+            args[p], changed = prop["maximum"], True
+    return args if changed else None
+
+
 def wrong_modifiers(env: EnvSpec, rng: random.Random) -> Play:
+    """Golden calls with other modifiers; a draw that lands on another golden call of the tool
+    ("the end date" when the start date is asked) would be honest work for that sub-question,
+    so it is redrawn (and the move dropped when every draw lands on one)."""
     play = Play()
     for q, tool in tool_questions(env):
-        args, changed = golden_args(env, q), False
-        for p, prop in (tool.parameters.get("properties") or {}).items():
-            if "enum" in prop and len(prop["enum"]) > 1 and prop.get("type") != "array":
-                current = args.get(p, prop["enum"][0])
-                args[p] = rng.choice([v for v in prop["enum"] if v != current])
-                changed = True
-            elif prop.get("type") == "integer" and "maximum" in prop and "enum" not in prop:
-                args[p], changed = prop["maximum"], True
-        if changed:
+        golden = [g.args for g in tool.golden_calls]
+        draws = (_modified(tool, golden_args(env, q), rng) for _ in range(8))
+        args = next((a for a in draws if a is not None and a not in golden), None)
+        if args is not None:
             play.calls.append((tool.name, args, q.id))
     return play
 
