@@ -331,7 +331,7 @@ def split_of_envs(data: dict[str, Path]) -> dict[str, str]:
     """env id -> split, from each split's parquet (verl's validation dump names the environment
     in `gts` but does not carry the row's `data_source`)."""
     out: dict[str, str] = {}
-    for split, path in data.items():
+    for path in data.values():
         for row in pd.read_parquet(path, columns=["data_source", "reward_model"]).itertuples():
             out[json.loads(row.reward_model["ground_truth"])["env_id"]] = row.data_source
     return out
