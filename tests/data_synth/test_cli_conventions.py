@@ -152,6 +152,46 @@ def test_empty_input_and_bad_run_dirs_end_in_one_line_and_create_nothing(tmp_pat
     assert not typo.exists()
 
 
+@pytest.mark.parametrize(
+    "pipeline,extra,said",
+    [
+        ("traj", ["--llm-responder", "nope"], "error: --llm-responder must be MODULE:FUNCTION"),
+        (
+            "traj",
+            [*TRAJ_DRY, "--judge-responder", "no_such_mod:f"],
+            "error: --judge-responder no_such_mod:f: No module",
+        ),
+        ("traj", [*TRAJ_DRY, "--agent-extra-body", "{x"], "error: --agent-extra-body is not JSON"),
+        ("env", ["--llm-responder", "data_synth.env.canned:nothere", "-q"], "error: --llm-responder data_synth.env"),
+        ("env", ["--llm-scripted", "missing.json", "-q"], "error: --llm-scripted missing.json: No such file"),
+    ],
+)
+def test_a_bad_dry_run_flag_is_a_usage_error_naming_the_flag_before_anything_is_written(
+    tmp_path, capsys, pipeline, extra, said
+):
+    run_dir = tmp_path / "run"
+    if pipeline == "traj":
+        code = traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *extra])
+    else:
+        code = env_main(["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *extra])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err, err
+    assert not run_dir.exists()
+
+
+def test_a_dry_env_run_that_could_not_publish_is_refused_before_it_runs(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
+    assert env_main(argv) == 2
+    assert "add --allow-scripted" in capsys.readouterr().err and not run_dir.exists()
+
+
+def test_a_traj_run_whose_every_input_is_missing_is_a_usage_error(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert traj_main(["run", str(tmp_path / "typo.json"), "--run-dir", str(run_dir), *TRAJ_DRY]) == 2
+    assert "typo.json: no such file or folder" in capsys.readouterr().err and not run_dir.exists()
+
+
 def test_a_corrupt_input_line_is_rejected_alone_and_the_exit_is_1(tmp_path, capsys):
     run_dir = tmp_path / "env"
     domains = write_domains(tmp_path, "{not json")
