@@ -80,6 +80,34 @@ def test_traj_dry_run_end_to_end_with_the_canned_responder(tmp_path, capsys):
     assert manifest["steps"]["traj.interact"]["settings"]["model"] == "data_synth.traj.canned:respond"
 
 
+SPY_RESPONDER = """
+from data_synth.traj import canned
+
+ASKED = []
+
+def respond(step, payload):
+    ASKED.append(step)
+    return canned.respond(step, payload)
+"""
+
+
+def test_the_agent_and_judge_responders_answer_their_own_steps(tmp_path, monkeypatch, capsys):
+    """`--agent-responder` / `--judge-responder` answer the interact / judge steps, not the synthesis model."""
+    for role in ("agent_spy", "judge_spy"):
+        (tmp_path / f"{role}.py").write_text(SPY_RESPONDER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run_dir = tmp_path / "run"
+    roles = ["--agent-responder", "agent_spy:respond", "--judge-responder", "judge_spy:respond"]
+    assert traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *TRAJ_DRY, *roles]) == 0
+    import agent_spy
+    import judge_spy
+
+    assert agent_spy.ASKED and set(agent_spy.ASKED) == {"traj.agent"}, set(agent_spy.ASKED)  # the agent's turns
+    assert judge_spy.ASKED and set(judge_spy.ASKED) == {"traj.judge"}, set(judge_spy.ASKED)
+    settings = json.loads((run_dir / "manifest.json").read_text())["steps"]
+    assert settings["traj.judge"]["settings"]["model"] == "judge_spy:respond"
+
+
 def test_env_dry_run_of_the_first_step_and_the_report(tmp_path, capsys):
     run_dir = tmp_path / "run"
     argv = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
@@ -134,6 +162,15 @@ def test_every_llm_call_failing_exits_1_with_the_first_error_on_the_console(tmp_
         out, err = capsys.readouterr()
         assert "first error: record " in out and "HTTP 400" in out
         assert "records errored" in err and "no trajectory was kept" in err
+
+
+def test_an_env_run_that_produced_no_environment_exits_1_saying_where_to_look(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
+    assert env_main([*argv, "--allow-scripted", "--min-quality", "2"]) == 1  # no score reaches 2
+    out, err = capsys.readouterr()
+    assert "env.select: 3 processed (0 ok, 3 rejected, 0 error)" in out
+    assert "error: the run produced no environment; the funnel above shows where" in err
 
 
 def test_empty_input_and_bad_run_dirs_end_in_one_line_and_create_nothing(tmp_path, capsys):
