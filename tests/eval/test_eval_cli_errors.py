@@ -36,6 +36,12 @@ def test_a_model_the_server_does_not_serve_stops_before_any_entry(tmp_path, caps
     assert not (tmp_path / "r").exists()
 
 
+def _as_a_foreground_job() -> None:
+    """A shell starts background jobs (`pytest ... &`) with SIGINT ignored and children inherit
+    that; Python then installs no KeyboardInterrupt handler and the Ctrl-C below would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     asked = threading.Event()
 
@@ -54,6 +60,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
                 stderr=err_out,
                 cwd=tmp_path,
                 start_new_session=True,  # its own process group, as a terminal's foreground job
+                preexec_fn=_as_a_foreground_job,
             )
             try:
                 assert asked.wait(240), err_file.read_text()[-3000:]

@@ -50,11 +50,11 @@ def write_run(root: Path, steps: int = 2) -> Path:
         records, dump = [], []
         for i in range(4):
             uid = f"u{i // 2}_{i % 2}_0"
-            extra = {
-                "astra_episode": _log(i % 3).to_dict(),
-                "raw_prompt": [{"role": "user", "content": "Which is warmer?"}],
-            }
-            records.append(episode_record(step, uid, extra, {"ground_truth": TARGET.model_dump_json()}, 0.25 * i))
+            extra = {"astra_episode": _log(i % 3).to_dict()}
+            question = [{"role": "user", "content": "Which is warmer, Lyon or Oslo?"}]  # the row's raw_prompt
+            records.append(
+                episode_record(step, uid, extra, {"ground_truth": TARGET.model_dump_json()}, 0.25 * i, question)
+            )
             dump.append({"input": "Which is warmer?", "output": f"<tool_call>step {step} episode {i}</tool_call>",
                          "score": 0.25 * i, "step": step, "uid": uid})  # fmt: skip
         write_records(rollouts, step, records)
@@ -87,6 +87,7 @@ def test_pages_show_every_episode_and_the_summary(tmp_path, capsys):
         assert (out / "plots" / f"{key}.png").stat().st_size > 2000 and f'src="plots/{key}.png"' in index
     page = (out / "step_2.html").read_text()
     assert page.count('<section class="episode"') == 4
+    assert page.count('<div class="msg user"><b>user</b><pre>Which is warmer, Lyon or Oslo?</pre>') == 4  # the question
     assert "get_stock_price" in page and "distractor" in page and "bad_json" in page and "no_tool_call" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page  # tool output is escaped
     assert "step 2 episode 3" in page  # verl's decoded transcript, joined by uid
