@@ -61,7 +61,7 @@ from astra_verl.sandbox import SandboxConfig, SandboxPool
 from astra_verl.strict import SettingsError
 from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, PreflightError, build_client, preflight
 from env_registry.clikit import UsageError, add_quiet, run_cli
-from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, build
+from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, BfclDataError, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 
@@ -312,6 +312,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    if not Path(args.results).is_file():
+        raise UsageError(f"{args.results}: no such file; pass the results.jsonl a `bfcl` run wrote (in its --out)")
     results = ResultsFile(args.results)
     scored = [r for r in results.records.values() if r["status"] == "scored"]
     if not scored:
@@ -447,4 +449,8 @@ def _interrupted(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return run_cli(lambda: COMMANDS[args.command](args), usage_errors=(PreflightError,), interrupted=_interrupted(args))
+    return run_cli(
+        lambda: COMMANDS[args.command](args),
+        usage_errors=(PreflightError, BfclDataError),
+        interrupted=_interrupted(args),
+    )

@@ -51,6 +51,14 @@ def test_eval_envs_refuses_bad_paths_and_settings_with_exit_2_before_loading_any
     assert not (tmp_path / "out").exists()
 
 
+def test_bfcl_ids_and_results_that_do_not_exist_are_named_with_exit_2(tmp_path, capsys):
+    assert cli.main(["bfcl-replay", "--ids", "multi_turn_base_9999"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no BFCL multi-turn entries ['multi_turn_base_9999']") and "Traceback" not in err
+    assert cli.main(["bfcl-score", str(tmp_path / "results.jsonl")]) == 2
+    assert f"error: {tmp_path / 'results.jsonl'}: no such file" in capsys.readouterr().err
+
+
 def _as_a_foreground_job() -> None:
     """A shell starts background jobs (`pytest ... &`) with SIGINT ignored and children inherit
     that; Python then installs no KeyboardInterrupt handler and the Ctrl-C below would be lost."""
