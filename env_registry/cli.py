@@ -260,7 +260,10 @@ def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Inco
 
 
 def cmd_import_astra(args: argparse.Namespace) -> int:
-    bad = [f for f in args.files if not Path(f).is_file() or Path(f).suffix.lower() not in SUFFIXES]
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise UsageError(f"no such file: {', '.join(missing)}")
+    bad = [f for f in args.files if Path(f).suffix.lower() not in SUFFIXES]
     if bad:
         raise UsageError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
     store = _store(args, "a")
@@ -471,6 +474,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     domains = set(_csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
     tokenizer = None
+    if args.tokenizer and not Path(args.tokenizer).is_dir():  # else transformers tries the hub for a repo of that name
+        raise UsageError(f"--tokenizer {args.tokenizer}: not a directory; pass a local model or tokenizer folder")
     if args.tokenizer:
         from transformers import AutoTokenizer  # lazy: heavy to import, only --tokenizer needs it
 
