@@ -65,7 +65,7 @@ from data_synth.pipeline import (
     run_chain,
     run_step,
 )
-from data_synth.pipeline.manifest import ManifestError, file_digest
+from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
 from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
@@ -456,6 +456,8 @@ def check_run_dir(args: argparse.Namespace) -> None:
     if not run_dir.is_dir() and (run_dir.exists() or not creates):
         what = "is not a directory" if run_dir.exists() else "does not exist"
         raise UsageError(f"--run-dir {run_dir} {what}; run `decompose` (or `run`) into it first")
+    if run_dir.is_dir():
+        read_manifest(run_dir, PIPELINE)  # a traj run directory is refused before anything is written
     if creates and getattr(args, "sample", False) and args.mode:
         args.input = sample_input(args.mode, args.language)  # the bundled sample, named like any input
     if creates and (not args.mode or not args.input):
@@ -476,6 +478,7 @@ def refuse_an_unpublishable_dry_run(args: argparse.Namespace, llm: LLMConfig) ->
 def _report_command(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():  # read-only: never create the directory it reports on
         raise UsageError(f"--run-dir {args.run_dir} is not a run directory (it does not exist)")
+    read_manifest(args.run_dir, PIPELINE)  # a traj run's report/ is not ours to overwrite
     path = write_env_report(args.run_dir)
     print(env_funnel(args.run_dir).table())
     print(f"\nreport: {path}")

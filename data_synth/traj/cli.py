@@ -51,7 +51,7 @@ import yaml
 
 from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, add_llm_arguments, preflight
 from data_synth.pipeline import RunStats, Shard, StoreError, read_envelopes, read_outputs
-from data_synth.pipeline.manifest import ManifestError, file_digest
+from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from data_synth.traj import astra_import
 from data_synth.traj.config import TrajConfig
@@ -195,6 +195,8 @@ def check_run_dir(args: argparse.Namespace) -> None:
     if not run_dir.is_dir() and (run_dir.exists() or not creates):
         what = "is not a directory" if run_dir.exists() else "does not exist"
         raise UsageError(f"--run-dir {run_dir} {what}; run `ingest` (or `run`) into it first")
+    if run_dir.is_dir():
+        read_manifest(run_dir, PIPELINE)  # an env run directory is refused, also by read-only steps
     if creates and not args.inputs:
         raise UsageError(f"{args.step} needs at least one tool-doc file or folder")
     files = list(expand_paths(args.inputs)) if creates else []

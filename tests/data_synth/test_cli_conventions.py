@@ -229,6 +229,22 @@ def test_a_traj_run_whose_every_input_is_missing_is_a_usage_error(tmp_path, caps
     assert "typo.json: no such file or folder" in capsys.readouterr().err and not run_dir.exists()
 
 
+def test_a_run_directory_of_the_other_pipeline_is_refused_even_by_read_only_commands(tmp_path, capsys):
+    env_dir, traj_dir = tmp_path / "env", tmp_path / "traj"
+    domains = str(write_domains(tmp_path))
+    assert env_main(["decompose", "--run-dir", str(env_dir), "--mode", "domain", "--input", domains, *ENV_DRY]) == 0
+    assert traj_main(["ingest", str(write_tools(tmp_path)), "--run-dir", str(traj_dir), "-q"]) == 0
+    (traj_dir / "report").mkdir()
+    (traj_dir / "report" / "report.md").write_text("the traj report")
+    capsys.readouterr()
+    assert env_main(["report", "--run-dir", str(traj_dir)]) == 2  # it overwrote the traj run's report
+    assert traj_main(["funnel", "--run-dir", str(env_dir)]) == 2  # it printed a funnel of zeros
+    assert env_main(["necessity", "--run-dir", str(traj_dir), *ENV_DRY]) == 2
+    err = capsys.readouterr().err
+    assert err.count("is a run directory of the") == 3 and "Traceback" not in err
+    assert (traj_dir / "report" / "report.md").read_text() == "the traj report"
+
+
 def test_a_corrupt_input_line_is_rejected_alone_and_the_exit_is_1(tmp_path, capsys):
     run_dir = tmp_path / "env"
     domains = write_domains(tmp_path, "{not json")
