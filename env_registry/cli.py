@@ -46,7 +46,7 @@ from env_registry.export import (
 from env_registry.families.procedural import DOMAINS, iter_generate
 from env_registry.golden_sft import RECOVERY_KINDS, GoldenSFTError, Recovery, write_golden_sft
 from env_registry.importers.astra import DEFAULT_DOMAIN, convert
-from env_registry.importers.sources import SUFFIXES, SourceError, SourceRow, read_rows
+from env_registry.importers.sources import SourceError, SourceRow, check_files, read_rows
 from env_registry.mixing import build_mixer
 from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType, spec_json_schema
@@ -260,12 +260,10 @@ def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Inco
 
 
 def cmd_import_astra(args: argparse.Namespace) -> int:
-    missing = [f for f in args.files if not Path(f).is_file()]
-    if missing:
-        raise UsageError(f"no such file: {', '.join(missing)}")
-    bad = [f for f in args.files if Path(f).suffix.lower() not in SUFFIXES]
-    if bad:
-        raise UsageError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
+    try:
+        check_files(args.files)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
     store = _store(args, "a")
     rejects = _Rejects(args.rejects)
     formats: Counter = Counter()
