@@ -110,3 +110,11 @@ def test_a_missing_input_or_an_unwritable_output_is_one_line_and_exit_2(tmp_path
     assert data_synth_main(["traj", "import-astra", str(FIXTURE), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {blocker}: it already exists and is in the way") and "Traceback" not in err
+
+
+def test_an_environment_record_is_pointed_at_the_environment_importer():
+    envs = Path(__file__).parents[1] / "env_registry" / "data"
+    for name in ("astra_env_synthesis.jsonl", "astra_rl_1k.jsonl"):
+        conv = read_conversation(json.loads((envs / name).read_text().splitlines()[0]))
+        assert conv.format == "environment" and [p.check for p in conv.problems] == [Check.FORMAT]
+        assert "env_registry --store STORE import-astra FILE" in conv.problems[0].message
