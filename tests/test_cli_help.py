@@ -26,6 +26,10 @@ CLIS = [
 ]
 
 
+# The commands that draw progress bars: `-q/--quiet` turns them off, the same flag everywhere.
+QUIET = {"data_synth env run", "data_synth traj", "env_registry", "astra_verl.eval envs"}
+
+
 def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=300)
 
@@ -37,6 +41,8 @@ def test_help_exits_0_with_a_usage_line_naming_the_module(cli):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith(f"usage: python -m {module}"), proc.stdout[:300]
     assert "Traceback" not in proc.stderr
+    if cli in QUIET:
+        assert "-q, --quiet" in proc.stdout, f"{cli} has no -q/--quiet"
 
 
 def test_an_unknown_pipeline_is_exit_2_with_the_choices():
