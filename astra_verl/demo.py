@@ -119,6 +119,12 @@ def print_steps(steps: dict[int, dict[str, float]]) -> None:
     print("(reward at the rollout temperature; 'all groups' is the policy's, 'trained' what batch filling kept)")
 
 
+def check_tensorboard(logdir: Path) -> None:
+    """The demo ends by pointing at `tensorboard --logdir`: the folder must hold verl's event files."""
+    if not any(logdir.rglob("events.out.tfevents.*")):
+        raise DemoError(f"verl wrote no TensorBoard events under {logdir} (trainer.logger has tensorboard)")
+
+
 def validation(dump: Path) -> dict[str, float]:
     """Mean reward and invalid-call rate of one verl validation pass (`trainer.validation_data_dir`'s
     `<step>.jsonl`: one line per episode with its score and the reward's counts)."""
@@ -231,6 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     trained = [s for s in grpo if s > 0]
     if len(trained) < args.grpo_steps:
         raise DemoError(f"GRPO logged {len(trained)} of {args.grpo_steps} steps; see {out / 'grpo.log'}")
+    check_tensorboard(out / "tensorboard")
 
     banner("done")
     print("  ".join(f"{k} {v:.0f}s" for k, v in timings.items()) + f"  | total {time.perf_counter() - t_start:.0f} s")

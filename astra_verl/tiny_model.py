@@ -123,7 +123,11 @@ def build(out_dir: str | Path, seed: int = 0, hidden_size: int = 128, num_layers
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m astra_verl.tiny_model",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("out_dir", help="folder to write the tokenizer, config and weights to")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--hidden-size", type=int, default=128, help="multiple of 64 (head_dim is 64)")

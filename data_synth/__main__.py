@@ -1,8 +1,5 @@
 """Synthesis pipelines: `python -m data_synth {env,traj} <step|run> ...`.
 
-    env   QA traces -> verified, code-executable RL environments (docs/method.md §2)
-    traj  tool docs -> tool-call graph -> verified multi-turn SFT trajectories (docs/method.md §1)
-
 Each pipeline's `--help` lists its steps; every step is resumable.
 """
 
@@ -12,18 +9,28 @@ import importlib
 import sys
 
 PIPELINES = {
-    "env": ("data_synth.env.cli", "QA traces -> verified RL environments (docs/method.md §2)"),
-    "traj": ("data_synth.traj.cli", "tool docs -> verified multi-turn SFT trajectories (docs/method.md §1)"),
+    "env": ("data_synth.env.cli", "QA traces -> verified, code-executable RL environments (docs/method.md §2)"),
+    "traj": (
+        "data_synth.traj.cli",
+        "tool docs -> tool-call graph -> verified multi-turn SFT trajectories (docs/method.md §1)",
+    ),
 }
+
+
+def _usage() -> str:
+    lines = [f"  {name:5s} {what}" for name, (_, what) in PIPELINES.items()]
+    return "\n".join(["usage: python -m data_synth {env,traj} ...", "", __doc__.strip(), "", *lines])
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in PIPELINES:
-        print(__doc__.strip())
-        for name, (_, what) in PIPELINES.items():
-            print(f"  {name:5s} {what}")
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
+    if argv[:1] in (["-h"], ["--help"]):
+        print(_usage())
+        return 0
+    if not argv or argv[0] not in PIPELINES:
+        said = f"unknown pipeline {argv[0]!r}" if argv else "no pipeline named"
+        print(f"{_usage()}\n\nerror: {said}; choose one of: {', '.join(PIPELINES)}", file=sys.stderr)
+        return 2
     module, _ = PIPELINES[argv[0]]
     return int(importlib.import_module(module).main(argv[1:]) or 0)
 

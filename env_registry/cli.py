@@ -46,7 +46,7 @@ from env_registry.export import (
 from env_registry.families.procedural import DOMAINS, iter_generate
 from env_registry.golden_sft import RECOVERY_KINDS, GoldenSFTError, Recovery, write_golden_sft
 from env_registry.importers.astra import DEFAULT_DOMAIN, convert
-from env_registry.importers.sources import SUFFIXES, SourceError, SourceRow, read_rows
+from env_registry.importers.sources import SourceError, SourceRow, check_files, read_rows
 from env_registry.mixing import build_mixer
 from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType, spec_json_schema
@@ -262,9 +262,10 @@ def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Inco
 
 
 def cmd_import_astra(args: argparse.Namespace) -> int:
-    bad = [f for f in args.files if not Path(f).is_file() or Path(f).suffix.lower() not in SUFFIXES]
-    if bad:
-        raise UsageError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
+    try:
+        check_files(args.files)
+    except SourceError as exc:
+        raise UsageError(str(exc)) from None
     store = _store(args, "a")
     # Beside the store, the command's output: a release's folder may be read-only or shared.
     rejects = _Rejects(args.rejects, Path(args.store).with_name(Path(args.store).name + ".rejects.jsonl"))
@@ -474,6 +475,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     domains = set(_csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
     tokenizer = None
+    if args.tokenizer and not Path(args.tokenizer).is_dir():  # else transformers tries the hub for a repo of that name
+        raise UsageError(f"--tokenizer {args.tokenizer}: not a directory; pass a local model or tokenizer folder")
     if args.tokenizer:
         from transformers import AutoTokenizer  # lazy: heavy to import, only --tokenizer needs it
 

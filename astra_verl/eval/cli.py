@@ -61,7 +61,7 @@ from astra_verl.sandbox import SandboxConfig, SandboxPool
 from astra_verl.strict import SettingsError
 from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, PreflightError, build_client, preflight
 from env_registry.clikit import UsageError, add_quiet, run_cli
-from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, build
+from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, BfclDataError, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 
@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     envs.add_argument("--limit", type=int, default=None, help="only the first N rows")
     envs.add_argument("--seed", type=int, default=0, help="torch seed of the sampling (default 0)")
     envs.add_argument("--label", default="", help="the policy's name in the table and plot")
+    add_quiet(envs)
 
     run = sub.add_parser("bfcl", help="evaluate an OpenAI-compatible endpoint on BFCL multi-turn")
     run.add_argument("--base-url", required=True, help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
@@ -311,6 +312,8 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    if not Path(args.results).is_file():
+        raise UsageError(f"{args.results}: no such file; pass the results.jsonl a `bfcl` run wrote (in its --out)")
     results = ResultsFile(args.results)
     scored = [r for r in results.records.values() if r["status"] == "scored"]
     if not scored:
@@ -370,7 +373,23 @@ def cmd_replay(args: argparse.Namespace) -> int:
 # -- envs ------------------------------------------------------------------------------------
 
 
+def _check_envs_inputs(args: argparse.Namespace) -> None:
+    """A typo in either path would otherwise end in a traceback, --model-path after a minute of
+    transformers trying the Hugging Face hub for a repository of that name."""
+    if not Path(args.data).is_file():
+        raise UsageError(
+            f"--data {args.data}: no such file; pass an `env_registry export-parquet` file "
+            "(e.g. runs/envs/mix_none/val.parquet)"
+        )
+    if not Path(args.model_path).is_dir():
+        raise UsageError(
+            f"--model-path {args.model_path}: not a directory; pass a local Hugging Face checkpoint folder "
+            "(nothing is downloaded)"
+        )
+
+
 def cmd_envs(args: argparse.Namespace) -> int:
+    _check_envs_inputs(args)
     out = args.out or Path("runs") / "eval_envs" / f"{checkpoint_name(args.model_path)}_{Path(args.data).stem}"
     try:
         cfg = EnvEvalConfig(
@@ -391,9 +410,9 @@ def cmd_envs(args: argparse.Namespace) -> int:
             label=args.label,
         )
         t0 = time.perf_counter()
-        evaluation = EnvEvaluation(cfg)
+        evaluation = EnvEvaluation(cfg, progress=not args.quiet)
     except (SettingsError, EnvEvalError) as exc:
-        raise SystemExit(f"eval envs: {exc}") from None
+        raise UsageError(f"eval envs: {exc}") from None
     print(
         f"eval envs: {len(evaluation.rows)} rows x {cfg.n}, sampling {evaluation.params}; run dir {cfg.out}",
         file=sys.stderr,
@@ -430,4 +449,8 @@ def _interrupted(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return run_cli(lambda: COMMANDS[args.command](args), usage_errors=(PreflightError,), interrupted=_interrupted(args))
+    return run_cli(
+        lambda: COMMANDS[args.command](args),
+        usage_errors=(PreflightError, BfclDataError),
+        interrupted=_interrupted(args),
+    )

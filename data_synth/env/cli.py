@@ -54,7 +54,7 @@ from data_synth.env.report import STEPS, env_funnel, write_env_report
 from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
 from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify, quality_threshold
-from data_synth.llm import LLMConfig, PreflightError, add_llm_arguments, preflight
+from data_synth.llm import LLMConfig, LLMSettingsError, add_llm_arguments, preflight
 from data_synth.pipeline import (
     RunStats,
     Shard,
@@ -65,7 +65,7 @@ from data_synth.pipeline import (
     run_chain,
     run_step,
 )
-from data_synth.pipeline.manifest import ManifestError, file_digest
+from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
 from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
@@ -366,7 +366,7 @@ class EnvRun:
         merged = read_outputs(self.run_dir, "env.merge", Merged)
         scripted = sorted({s for r in merged if (s := (r.env.get("provenance") or {}).get("scripted"))})
         if scripted and not a.allow_scripted:
-            raise SystemExit(
+            raise UsageError(
                 f"publish: environments of this run were made by a dry run ({', '.join(scripted)} answered, not a "
                 f"model); they go into {store_path} only when asked: `python -m data_synth env publish --run-dir "
                 f"{self.run_dir} --allow-scripted`"
@@ -456,15 +456,29 @@ def check_run_dir(args: argparse.Namespace) -> None:
     if not run_dir.is_dir() and (run_dir.exists() or not creates):
         what = "is not a directory" if run_dir.exists() else "does not exist"
         raise UsageError(f"--run-dir {run_dir} {what}; run `decompose` (or `run`) into it first")
+    if run_dir.is_dir():
+        read_manifest(run_dir, PIPELINE)  # a traj run directory is refused before anything is written
     if creates and getattr(args, "sample", False) and args.mode:
         args.input = sample_input(args.mode, args.language)  # the bundled sample, named like any input
     if creates and (not args.mode or not args.input):
         raise UsageError(f"{args.command} needs --mode and --input FILE (or --sample: the bundled sample input)")
 
 
+def refuse_an_unpublishable_dry_run(args: argparse.Namespace, llm: LLMConfig) -> None:
+    """`run` answered by a responder or rules makes scripted environments, which a store takes only
+    with --allow-scripted: say so before the run, not after every step has run."""
+    scripted = llm.responder or llm.scripted
+    if args.command == "run" and scripted and not args.allow_scripted and Shard.parse(args.shard).count == 1:
+        raise UsageError(
+            f"a dry run ({scripted} answers, not a model) makes environments a store takes only when asked: "
+            "add --allow-scripted (their provenance says scripted), or run the steps up to `merge` alone"
+        )
+
+
 def _report_command(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():  # read-only: never create the directory it reports on
         raise UsageError(f"--run-dir {args.run_dir} is not a run directory (it does not exist)")
+    read_manifest(args.run_dir, PIPELINE)  # a traj run's report/ is not ours to overwrite
     path = write_env_report(args.run_dir)
     print(env_funnel(args.run_dir).table())
     print(f"\nreport: {path}")
@@ -479,7 +493,9 @@ def _command(args: argparse.Namespace) -> int:
     if args.command in ("decompose", "run"):
         run.load_inputs()  # a bad input is refused before the run directory records it
     if args.command in LLM_COMMANDS:
-        preflight(LLMConfig.from_args(args))
+        llm = LLMConfig.from_args(args)
+        preflight(llm)
+        refuse_an_unpublishable_dry_run(args, llm)
     prepare_run_dir(args, PIPELINE, STEPS, COMMAND_STEPS[args.command], step_settings(args))
     steps = ["synthesize", "publish"] if args.command == "run" else [args.command]
     asyncio.run(run.run(steps))
@@ -498,6 +514,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run_cli(
         lambda: _command(args),
-        usage_errors=(SeedError, PreflightError, ManifestError, StoreError),
+        usage_errors=(SeedError, LLMSettingsError, ManifestError, StoreError),  # PreflightError is one
         interrupted="finished records are saved; rerun the same command to continue",
     )

@@ -17,7 +17,7 @@ once before a run's first record).
 
 from data_synth.llm.cache import ResponseCache, cache_key
 from data_synth.llm.client import Backend, JSONReply, LLMClient, usage_scope
-from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
+from data_synth.llm.config import LLMConfig, LLMSettingsError, add_llm_arguments, build_client
 from data_synth.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
 from data_synth.llm.http import EndpointPool, HTTPBackend
 from data_synth.llm.preflight import LLMFlags, PreflightError, preflight
@@ -46,6 +46,7 @@ __all__ = [
     "LLMConfig",
     "LLMError",
     "LLMOutputError",
+    "LLMSettingsError",
     "LLMUnavailable",
     "PreflightError",
     "ReplyError",

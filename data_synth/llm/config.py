@@ -31,6 +31,12 @@ from data_synth.llm.cache import ResponseCache
 from data_synth.llm.client import LLMClient
 from data_synth.llm.http import HTTPBackend
 from data_synth.llm.scripted import ScriptedBackend, load_rules, scripted_model
+from data_synth.llm.types import LLMError
+
+
+class LLMSettingsError(LLMError):
+    """The LLM flags cannot make a client (extra body not JSON, a responder that does not import);
+    the message names the flag and what to fix. Command lines treat it as a usage error."""
 
 
 class LLMConfig(BaseModel):
@@ -71,7 +77,7 @@ class LLMConfig(BaseModel):
         try:
             extra_body = json.loads(extra) if extra else {}
         except json.JSONDecodeError as e:
-            raise SystemExit(f"--{prefix}-extra-body is not JSON: {e.msg}") from None
+            raise LLMSettingsError(f"--{prefix}-extra-body is not JSON ({e.msg}): {extra!r}") from None
         urls = [u.strip() for u in (get("base_url") or "").split(",") if u.strip()]
         return cls(
             base_urls=urls,
@@ -135,14 +141,18 @@ def add_llm_arguments(
     )
 
 
-def load_responder(spec: str):
+def load_responder(spec: str, flag: str = "--llm-responder"):
+    """The function `spec` (MODULE:FUNCTION) names; LLMSettingsError naming `flag` when it cannot be had."""
     module, _, name = spec.partition(":")
     if not module or not name:
-        raise SystemExit(f"--llm-responder must be MODULE:FUNCTION, not {spec!r}")
+        raise LLMSettingsError(f"{flag} must be MODULE:FUNCTION (e.g. data_synth.traj.canned:respond), not {spec!r}")
     try:
-        return getattr(importlib.import_module(module), name)
+        fn = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as e:
-        raise SystemExit(f"--llm-responder {spec}: {e}") from None
+        raise LLMSettingsError(f"{flag} {spec}: {e}; name an importable MODULE:FUNCTION") from None
+    if not callable(fn):
+        raise LLMSettingsError(f"{flag} {spec}: {type(fn).__name__} is not callable; name a function")
+    return fn
 
 
 def _callable_name(fn: Any) -> str:

@@ -6,7 +6,9 @@ A run against a server that is down, a URL without `/v1`, a rejected key or a mo
 server does not know would otherwise retry each record for a minute and end as a run of
 `llm_unavailable` errors. One `GET <base_url>/models` per endpoint (the OpenAI API's model list,
 which vLLM, SGLang and hosted APIs serve) finds all four in a second. Scripted backends
-(`--llm-scripted`, `--llm-responder`) are not checked: there is nothing to reach.
+(`--llm-scripted`, `--llm-responder`) have nothing to reach; what they name is loaded instead (a
+responder that does not import, a rules file that is missing or not JSON), so a typo stops the
+command before its run directory is written, not at the first record.
 """
 
 from __future__ import annotations
@@ -17,15 +19,15 @@ from dataclasses import dataclass
 
 import httpx
 
-from data_synth.llm.config import LLMConfig
-from data_synth.llm.types import LLMError
+from data_synth.llm.config import LLMConfig, LLMSettingsError, load_responder
+from data_synth.llm.scripted import load_rules
 
 __all__ = ["LLMFlags", "PreflightError", "list_models", "preflight"]
 
 PREFLIGHT_TIMEOUT_S = 10.0
 
 
-class PreflightError(LLMError):
+class PreflightError(LLMSettingsError):
     """An endpoint cannot serve the run; the message names the endpoint, the problem and the fix."""
 
 
@@ -87,6 +89,7 @@ def list_models(base_url: str, *, api_key_env: str | None, flags: LLMFlags, time
 def preflight(cfg: LLMConfig, *, flags: LLMFlags = LLMFlags(), timeout_s: float = PREFLIGHT_TIMEOUT_S) -> None:
     """Raise PreflightError unless every endpoint of `cfg` is reachable and serves `cfg.model`."""
     if cfg.scripted or cfg.responder:
+        _check_scripted(cfg, flags)
         return
     if not cfg.base_urls:
         raise PreflightError(
@@ -103,3 +106,16 @@ def preflight(cfg: LLMConfig, *, flags: LLMFlags = LLMFlags(), timeout_s: float 
                 f"{base_url} does not serve the model {cfg.model!r} (it serves: {shown or 'no model'}); "
                 f"fix {flags.flag('model')}"
             )
+
+
+def _check_scripted(cfg: LLMConfig, flags: LLMFlags) -> None:
+    """Load what a scripted backend names, as the client will, with the command line's flag names."""
+    if cfg.responder:
+        load_responder(cfg.responder, flags.flag("responder"))
+    if cfg.scripted:
+        try:
+            load_rules(cfg.scripted)
+        except OSError as e:
+            raise PreflightError(f"{flags.flag('scripted')} {cfg.scripted}: {e.strerror}") from None
+        except ValueError as e:
+            raise PreflightError(f"{flags.flag('scripted')} {cfg.scripted}: {e}") from None

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -51,10 +50,11 @@ from jsonschema import Draft202012Validator
 from data_synth.traj.export_sft import SFT_VERSION
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
+from env_registry.clikit import run_cli
 from env_registry.importers.sources import (
-    SUFFIXES,
     SourceError,
     SourceRow,
+    check_files,
     decode_json_text,
     has_fields,
     read_rows,
@@ -475,17 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    bad = [f for f in args.files if not Path(f).is_file() or Path(f).suffix.lower() not in SUFFIXES]
-    if bad:
-        print(f"error: not a .json, .jsonl or .parquet file: {', '.join(bad)}", file=sys.stderr)
-        return 2
+    return run_cli(lambda: _import(args), usage_errors=(SourceError,))
+
+
+def _import(args: argparse.Namespace) -> int:
+    check_files(args.files)
     rejects = args.rejects or args.out.with_suffix(".rejects.jsonl")
     rejects.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        counts = run_import(args.files, args.out, rejects, args.reasoning, args.parallel_calls)
-    except SourceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    counts = run_import(args.files, args.out, rejects, args.reasoning, args.parallel_calls)
     total = counts["kept"] + counts["rejected"] + counts["dropped"]
     print(f"\nread {total} conversations")
     _table("formats", counts["formats"], total)

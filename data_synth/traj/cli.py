@@ -49,9 +49,9 @@ from typing import Any
 
 import yaml
 
-from data_synth.llm import LLMConfig, LLMFlags, PreflightError, add_llm_arguments, preflight
+from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, add_llm_arguments, preflight
 from data_synth.pipeline import RunStats, Shard, StoreError, read_envelopes, read_outputs
-from data_synth.pipeline.manifest import ManifestError, file_digest
+from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from data_synth.traj import astra_import
 from data_synth.traj.config import TrajConfig
@@ -195,10 +195,15 @@ def check_run_dir(args: argparse.Namespace) -> None:
     if not run_dir.is_dir() and (run_dir.exists() or not creates):
         what = "is not a directory" if run_dir.exists() else "does not exist"
         raise UsageError(f"--run-dir {run_dir} {what}; run `ingest` (or `run`) into it first")
+    if run_dir.is_dir():
+        read_manifest(run_dir, PIPELINE)  # an env run directory is refused, also by read-only steps
     if creates and not args.inputs:
         raise UsageError(f"{args.step} needs at least one tool-doc file or folder")
-    if creates and not list(expand_paths(args.inputs)):
+    files = list(expand_paths(args.inputs)) if creates else []
+    if creates and not files:
         raise UsageError(f"no tool-doc file in {', '.join(args.inputs)} (folders are searched for *.json, *.jsonl)")
+    if creates and not any(f.exists() for f in files):  # one missing among others is a rejected record
+        raise UsageError(f"{', '.join(args.inputs)}: no such file or folder; name tool-doc files or folders")
 
 
 def preflight_models(args: argparse.Namespace, cfg: TrajConfig) -> None:
@@ -322,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_cli(
         lambda: _command(args),
-        usage_errors=(PreflightError, ManifestError, StoreError),
+        usage_errors=(LLMSettingsError, ManifestError, StoreError),  # PreflightError is one
         interrupted="finished records are saved; rerun the same command to continue",
     )
 

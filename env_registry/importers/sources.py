@@ -30,6 +30,16 @@ class SourceError(ValueError):
     """A file that cannot be read at all (missing, unknown suffix, not JSON)."""
 
 
+def check_files(files: list[str] | list[Path]) -> None:
+    """SourceError naming the files that do not exist, else those this reader cannot read."""
+    missing = [str(f) for f in files if not Path(f).is_file()]
+    if missing:
+        raise SourceError(f"no such file: {', '.join(missing)}")
+    bad = [str(f) for f in files if Path(f).suffix.lower() not in SUFFIXES]
+    if bad:
+        raise SourceError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
+
+
 @dataclass
 class SourceRow:
     """One record of an input file. `where` locates it (`{"line": 7}`, `{"element": 3}` of a JSON list, `{"row": 12}` of a table), `text`

@@ -80,6 +80,34 @@ def test_traj_dry_run_end_to_end_with_the_canned_responder(tmp_path, capsys):
     assert manifest["steps"]["traj.interact"]["settings"]["model"] == "data_synth.traj.canned:respond"
 
 
+SPY_RESPONDER = """
+from data_synth.traj import canned
+
+ASKED = []
+
+def respond(step, payload):
+    ASKED.append(step)
+    return canned.respond(step, payload)
+"""
+
+
+def test_the_agent_and_judge_responders_answer_their_own_steps(tmp_path, monkeypatch, capsys):
+    """`--agent-responder` / `--judge-responder` answer the interact / judge steps, not the synthesis model."""
+    for role in ("agent_spy", "judge_spy"):
+        (tmp_path / f"{role}.py").write_text(SPY_RESPONDER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run_dir = tmp_path / "run"
+    roles = ["--agent-responder", "agent_spy:respond", "--judge-responder", "judge_spy:respond"]
+    assert traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *TRAJ_DRY, *roles]) == 0
+    import agent_spy
+    import judge_spy
+
+    assert agent_spy.ASKED and set(agent_spy.ASKED) == {"traj.agent"}, set(agent_spy.ASKED)  # the agent's turns
+    assert judge_spy.ASKED and set(judge_spy.ASKED) == {"traj.judge"}, set(judge_spy.ASKED)
+    settings = json.loads((run_dir / "manifest.json").read_text())["steps"]
+    assert settings["traj.judge"]["settings"]["model"] == "judge_spy:respond"
+
+
 def test_env_dry_run_of_the_first_step_and_the_report(tmp_path, capsys):
     run_dir = tmp_path / "run"
     argv = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
@@ -136,6 +164,15 @@ def test_every_llm_call_failing_exits_1_with_the_first_error_on_the_console(tmp_
         assert "records errored" in err and "no trajectory was kept" in err
 
 
+def test_an_env_run_that_produced_no_environment_exits_1_saying_where_to_look(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
+    assert env_main([*argv, "--allow-scripted", "--min-quality", "2"]) == 1  # no score reaches 2
+    out, err = capsys.readouterr()
+    assert "env.select: 3 processed (0 ok, 3 rejected, 0 error)" in out
+    assert "error: the run produced no environment; the funnel above shows where" in err
+
+
 def test_empty_input_and_bad_run_dirs_end_in_one_line_and_create_nothing(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -150,6 +187,62 @@ def test_empty_input_and_bad_run_dirs_end_in_one_line_and_create_nothing(tmp_pat
     err = capsys.readouterr().err
     assert err.count(f"--run-dir {typo}") == 4 and "Traceback" not in err
     assert not typo.exists()
+
+
+@pytest.mark.parametrize(
+    "pipeline,extra,said",
+    [
+        ("traj", ["--llm-responder", "nope"], "error: --llm-responder must be MODULE:FUNCTION"),
+        (
+            "traj",
+            [*TRAJ_DRY, "--judge-responder", "no_such_mod:f"],
+            "error: --judge-responder no_such_mod:f: No module",
+        ),
+        ("traj", [*TRAJ_DRY, "--agent-extra-body", "{x"], "error: --agent-extra-body is not JSON"),
+        ("env", ["--llm-responder", "data_synth.env.canned:nothere", "-q"], "error: --llm-responder data_synth.env"),
+        ("env", ["--llm-scripted", "missing.json", "-q"], "error: --llm-scripted missing.json: No such file"),
+    ],
+)
+def test_a_bad_dry_run_flag_is_a_usage_error_naming_the_flag_before_anything_is_written(
+    tmp_path, capsys, pipeline, extra, said
+):
+    run_dir = tmp_path / "run"
+    if pipeline == "traj":
+        code = traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *extra])
+    else:
+        code = env_main(["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *extra])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and said in err and "Traceback" not in err, err
+    assert not run_dir.exists()
+
+
+def test_a_dry_env_run_that_could_not_publish_is_refused_before_it_runs(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
+    assert env_main(argv) == 2
+    assert "add --allow-scripted" in capsys.readouterr().err and not run_dir.exists()
+
+
+def test_a_traj_run_whose_every_input_is_missing_is_a_usage_error(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert traj_main(["run", str(tmp_path / "typo.json"), "--run-dir", str(run_dir), *TRAJ_DRY]) == 2
+    assert "typo.json: no such file or folder" in capsys.readouterr().err and not run_dir.exists()
+
+
+def test_a_run_directory_of_the_other_pipeline_is_refused_even_by_read_only_commands(tmp_path, capsys):
+    env_dir, traj_dir = tmp_path / "env", tmp_path / "traj"
+    domains = str(write_domains(tmp_path))
+    assert env_main(["decompose", "--run-dir", str(env_dir), "--mode", "domain", "--input", domains, *ENV_DRY]) == 0
+    assert traj_main(["ingest", str(write_tools(tmp_path)), "--run-dir", str(traj_dir), "-q"]) == 0
+    (traj_dir / "report").mkdir()
+    (traj_dir / "report" / "report.md").write_text("the traj report")
+    capsys.readouterr()
+    assert env_main(["report", "--run-dir", str(traj_dir)]) == 2  # it overwrote the traj run's report
+    assert traj_main(["funnel", "--run-dir", str(env_dir)]) == 2  # it printed a funnel of zeros
+    assert env_main(["necessity", "--run-dir", str(traj_dir), *ENV_DRY]) == 2
+    err = capsys.readouterr().err
+    assert err.count("is a run directory of the") == 3 and "Traceback" not in err
+    assert (traj_dir / "report" / "report.md").read_text() == "the traj report"
 
 
 def test_a_corrupt_input_line_is_rejected_alone_and_the_exit_is_1(tmp_path, capsys):

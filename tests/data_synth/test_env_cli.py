@@ -38,20 +38,19 @@ def test_dry_run_end_to_end(tmp_path):
     """The bundled sample domains through every step with canned replies; what a dry run makes is
     marked scripted and goes into a store only with --allow-scripted."""
     run_dir = tmp_path / "run"
-    refused = subprocess.run(
-        _cmd(run_dir, "data_synth.env.canned:respond", "--limit", "8", "--llm-model", "Qwen3-32B",
-             allow_scripted=False),
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-    )  # fmt: skip
-    assert refused.returncode != 0 and "--allow-scripted" in refused.stderr, refused.stderr[-3000:]
-    assert "data_synth.env.canned:respond answered, not a model" in refused.stderr
-    assert not (run_dir / "envs").exists()  # nothing published; the finished steps are kept
-    r = subprocess.run(
-        [sys.executable, "-m", "data_synth", "env", "publish", "--run-dir", str(run_dir), "--allow-scripted"],
-        capture_output=True, text=True, cwd=REPO, timeout=300,
-    )  # fmt: skip
+    dry = _cmd(
+        run_dir, "data_synth.env.canned:respond", "--limit", "8", "--llm-model", "Qwen3-32B", allow_scripted=False
+    )
+    refused = subprocess.run(dry, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert refused.returncode == 2 and "add --allow-scripted" in refused.stderr, refused.stderr[-3000:]
+    assert "(data_synth.env.canned:respond answers, not a model)" in refused.stderr
+    assert not run_dir.exists()  # refused before the first step, not after the last
+    r = subprocess.run([*dry, "--allow-scripted"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "env.publish" in r.stdout
+    publish = [sys.executable, "-m", "data_synth", "env", "publish", "--run-dir", str(run_dir)]
+    refused = subprocess.run(publish, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert refused.returncode == 2 and "data_synth.env.canned:respond answered, not a model" in refused.stderr
     with EnvStore.open(run_dir / "envs") as store:
         envs = list(store)
         assert len(envs) == 8

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from data_synth.llm import LLMConfig, LLMFlags, PreflightError, preflight
+from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, PreflightError, preflight
 from data_synth.llm.fake_server import chat_reply, serve_in_thread
 
 
@@ -66,7 +66,15 @@ def test_a_refused_key_names_the_variable_it_was_read_from(monkeypatch):
         preflight(cfg)
 
 
-def test_scripted_backends_are_not_checked_and_no_endpoint_is_an_error():
+def test_scripted_backends_are_loaded_not_reached_and_no_endpoint_is_an_error(tmp_path):
     preflight(LLMConfig(responder="data_synth.env.canned:respond"))
+    with pytest.raises(LLMSettingsError, match="--judge-responder data_synth.env.canned:nope: module"):
+        preflight(LLMConfig(responder="data_synth.env.canned:nope"), flags=LLMFlags("judge"))
+    with pytest.raises(LLMSettingsError, match="--llm-responder data_synth.env.canned:__name__: str is not callable"):
+        preflight(LLMConfig(responder="data_synth.env.canned:__name__"))
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text('{"match": "x"}\n{oops\n')
+    with pytest.raises(PreflightError, match=r"--llm-scripted .*rules.jsonl: .*rules.jsonl:2: not JSON"):
+        preflight(LLMConfig(scripted=str(rules)))
     with pytest.raises(PreflightError, match="no LLM endpoint: pass --llm-base-url"):
         preflight(LLMConfig(model="m"))

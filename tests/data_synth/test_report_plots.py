@@ -41,6 +41,10 @@ def test_legends_sit_beside_the_axes(tmp_path, figures):
         ax = fig.axes[0]
         legend, axes = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
         assert legend.x0 >= axes.x1, f"{title}: the legend overlaps the plot"
+    # the threshold is drawn where it is, as a full-height vertical line named in the legend
+    (line,) = figures["Quality"].axes[0].get_lines()
+    assert list(line.get_xdata()) == [0.7, 0.7] and list(line.get_ydata()) == [0, 1]
+    assert line.get_label() in [t.get_text() for t in figures["Quality"].axes[0].get_legend().get_texts()]
 
 
 def test_one_repeated_score_keeps_the_unit_axis(tmp_path, figures):

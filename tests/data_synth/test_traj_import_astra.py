@@ -100,6 +100,18 @@ def test_the_parquet_loads_in_verls_sft_dataset_and_trains_only_the_assistant(tm
     assert "What is tomorrow's high in Lisbon" in untrained and "75.2 F" in untrained  # the tool result is context
 
 
+def test_a_missing_input_or_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys):
+    missing = tmp_path / "ASTRA-SFT-1k.parquet"
+    assert data_synth_main(["traj", "import-astra", str(missing), "--out", str(tmp_path / "sft.parquet")]) == 2
+    assert f"error: no such file: {missing}" in capsys.readouterr().err  # it said: not a .parquet file
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    out = blocker / "sft.parquet"
+    assert data_synth_main(["traj", "import-astra", str(FIXTURE), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {blocker}: it already exists and is in the way") and "Traceback" not in err
+
+
 def test_an_environment_record_is_pointed_at_the_environment_importer():
     envs = Path(__file__).parents[1] / "env_registry" / "data"
     for name in ("astra_env_synthesis.jsonl", "astra_rl_1k.jsonl"):

@@ -149,6 +149,18 @@ def test_common_mistakes_end_in_one_line_and_exit_2_never_a_traceback(tmp_path, 
     assert err.startswith(f"error: {a_file / 'out'}") and "a part of the path is a file, not a directory" in err
 
 
+def test_a_missing_input_or_tokenizer_is_named_as_missing_and_never_looked_up_on_the_hub(tmp_path, capsys, store_path):
+    missing = tmp_path / "step5_merged.json"
+    assert main(["--store", str(tmp_path / "s"), "-q", "import-astra", str(missing)]) == 2
+    assert f"error: no such file: {missing}" in capsys.readouterr().err  # it said: not a .json file
+    out = tmp_path / "out"
+    assert (
+        main(["--store", str(store_path), "-q", "export-parquet", "--out", str(out), "--tokenizer", "Qwen/typo"]) == 2
+    )
+    assert "error: --tokenizer Qwen/typo: not a directory" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_interrupt_says_how_to_continue(tmp_path, capsys, monkeypatch):
     import env_registry.cli as cli
 

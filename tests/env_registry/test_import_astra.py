@@ -190,6 +190,7 @@ def test_parquet_rows_and_broken_lines_are_located(tmp_path, capsys):
         ("mixed.jsonl", 2, "import_format"),
         ("mixed.jsonl", 3, "import_format"),
     ]
+    (tmp_path / "x.csv").write_text("a,b\n")
     assert main(["--store", str(tmp_path / "s"), "import-astra", str(tmp_path / "x.csv")]) == 2
     assert "not a .json, .jsonl or .parquet file" in capsys.readouterr().err
 

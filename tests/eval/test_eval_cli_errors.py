@@ -36,6 +36,35 @@ def test_a_model_the_server_does_not_serve_stops_before_any_entry(tmp_path, caps
     assert not (tmp_path / "r").exists()
 
 
+def test_eval_envs_refuses_bad_paths_and_settings_with_exit_2_before_loading_anything(tmp_path, capsys):
+    data, model = tmp_path / "val.parquet", tmp_path / "ckpt"
+    base = ["envs", "--out", str(tmp_path / "out")]
+    assert cli.main([*base, "--data", str(data), "--model-path", str(model)]) == 2
+    assert f"error: --data {data}: no such file; pass an `env_registry export-parquet` file" in capsys.readouterr().err
+    data.write_bytes(b"")
+    assert cli.main([*base, "--data", str(data), "--model-path", "Qwen/typo"]) == 2  # never tried on the hub
+    assert "error: --model-path Qwen/typo: not a directory" in capsys.readouterr().err
+    model.mkdir()
+    assert cli.main([*base, "--data", str(data), "--model-path", str(model), "--n", "4"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: eval envs: ") and "temperature" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bfcl_ids_and_results_that_do_not_exist_are_named_with_exit_2(tmp_path, capsys):
+    assert cli.main(["bfcl-replay", "--ids", "multi_turn_base_9999"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no BFCL multi-turn entries ['multi_turn_base_9999']") and "Traceback" not in err
+    assert cli.main(["bfcl-score", str(tmp_path / "results.jsonl")]) == 2
+    assert f"error: {tmp_path / 'results.jsonl'}: no such file" in capsys.readouterr().err
+
+
+def _as_a_foreground_job() -> None:
+    """A shell starts background jobs (`pytest ... &`) with SIGINT ignored and children inherit
+    that; Python then installs no KeyboardInterrupt handler and the Ctrl-C below would be lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     asked = threading.Event()
 
@@ -54,6 +83,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
                 stderr=err_out,
                 cwd=tmp_path,
                 start_new_session=True,  # its own process group, as a terminal's foreground job
+                preexec_fn=_as_a_foreground_job,
             )
             try:
                 assert asked.wait(240), err_file.read_text()[-3000:]

@@ -4,6 +4,7 @@ checked as text and in a real headless browser (Debian's chromium)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,11 +50,11 @@ def write_run(root: Path, steps: int = 2) -> Path:
         records, dump = [], []
         for i in range(4):
             uid = f"u{i // 2}_{i % 2}_0"
-            extra = {
-                "astra_episode": _log(i % 3).to_dict(),
-                "raw_prompt": [{"role": "user", "content": "Which is warmer?"}],
-            }
-            records.append(episode_record(step, uid, extra, {"ground_truth": TARGET.model_dump_json()}, 0.25 * i))
+            extra = {"astra_episode": _log(i % 3).to_dict()}
+            question = [{"role": "user", "content": "Which is warmer, Lyon or Oslo?"}]  # the row's raw_prompt
+            records.append(
+                episode_record(step, uid, extra, {"ground_truth": TARGET.model_dump_json()}, 0.25 * i, question)
+            )
             dump.append({"input": "Which is warmer?", "output": f"<tool_call>step {step} episode {i}</tool_call>",
                          "score": 0.25 * i, "step": step, "uid": uid})  # fmt: skip
         write_records(rollouts, step, records)
@@ -86,6 +87,7 @@ def test_pages_show_every_episode_and_the_summary(tmp_path, capsys):
         assert (out / "plots" / f"{key}.png").stat().st_size > 2000 and f'src="plots/{key}.png"' in index
     page = (out / "step_2.html").read_text()
     assert page.count('<section class="episode"') == 4
+    assert page.count('<div class="msg user"><b>user</b><pre>Which is warmer, Lyon or Oslo?</pre>') == 4  # the question
     assert "get_stock_price" in page and "distractor" in page and "bad_json" in page and "no_tool_call" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page  # tool output is escaped
     assert "step 2 episode 3" in page  # verl's decoded transcript, joined by uid
@@ -97,10 +99,8 @@ def test_bad_run_dirs_and_records_say_what_to_do(tmp_path, capsys):
     assert main([str(tmp_path / "missing")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert main([str(tmp_path)]) == 2
-    assert (
-        "no episode records under" in capsys.readouterr().err
-        and "trainer.rollout_data_dir" in capsys.readouterr().err + "trainer.rollout_data_dir"
-    )
+    err = capsys.readouterr().err
+    assert "no episode records under" in err and "trainer.rollout_data_dir=DIR" in err
     rollouts = write_run(tmp_path / "run")
     with open(rollouts / "episodes" / "2.jsonl", "a") as f:
         f.write('{"v": 1, "step": 2}\n')
@@ -123,10 +123,15 @@ def screenshot(page: Path, png: Path, profile: Path) -> subprocess.CompletedProc
     )  # fmt: skip
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (scripts/bootstrap.sh installs it when root with apt)")
 def test_the_pages_render_in_a_headless_browser(tmp_path):
+    """Fails in CI without chromium (scripts/bootstrap.sh installs it there); skips elsewhere."""
     from PIL import Image
 
+    if CHROMIUM is None:
+        why = "no chromium on PATH (scripts/bootstrap.sh installs it as root with apt: apt-get install chromium)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
     write_run(tmp_path)
     assert main([str(tmp_path)]) == 0
     for name in ("index.html", "step_1.html"):
