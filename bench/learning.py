@@ -327,7 +327,17 @@ class SeedRun:
     rows: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
-def validation_rows(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
+def split_of_envs(data: dict[str, Path]) -> dict[str, str]:
+    """env id -> split, from each split's parquet (verl's validation dump names the environment
+    in `gts` but does not carry the row's `data_source`)."""
+    out: dict[str, str] = {}
+    for split, path in data.items():
+        for row in pd.read_parquet(path, columns=["data_source", "reward_model"]).itertuples():
+            out[json.loads(row.reward_model["ground_truth"])["env_id"]] = row.data_source
+    return out
+
+
+def validation_rows(folder: Path, split_of: dict[str, str]) -> dict[str, dict[str, dict[str, float]]]:
     """verl's validation dumps (`trainer.validation_data_dir`, `<step>.jsonl`): step -> split -> env -> F1."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for path in sorted(folder.glob("*.jsonl")) if folder.exists() else []:
@@ -336,7 +346,7 @@ def validation_rows(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
             if line.strip():
                 r = json.loads(line)
                 env = json.loads(r["gts"])["env_id"]
-                by_split.setdefault(r["data_source"], {})[env] = r["f1"]
+                by_split.setdefault(split_of[env], {})[env] = r["f1"]
         out[path.stem] = by_split
     return out
 
@@ -507,7 +517,7 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     steps, seconds["grpo"] = grpo(tier, seed, checkpoint, data, seed_dir)
     seconds["sft_step"] = sft_step_seconds(seed_dir / "sft.log")
     seconds["grpo_step"] = grpo_step_seconds(steps)
-    rows = {"base": base_rows, **validation_rows(seed_dir / "validation")}
+    rows = {"base": base_rows, **validation_rows(seed_dir / "validation", split_of_envs(data))}
     run_ = SeedRun(seed, base, curve(steps), seconds, (loss[0], loss[-1]), rows)
     for s, row in run_.steps.items():
         print(f"seed {seed} step {s}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)

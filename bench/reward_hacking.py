@@ -17,9 +17,16 @@ reward pays for the exploit alone:
 - wrong_modifiers: golden calls with every other result-changing option (enum parameters,
   limits at their maximum);
 An exploit policy plays only environments where it has a move; the table says how many.
-Target: every exploit <= 0.05 mean F1, honest 1.0. Prints mean F1 with its standard error and
-how many of the policy's calls solved the sub-question they were after ("hitting"). A swapped
-entity is never one the environment asks about (a call about it would be honest work).
+A swapped entity is never one the environment asks about (a call about it would be honest work).
+
+Every episode is scored in the same run under two definitions of "solved":
+- ours: `astra_verl.reward` (the right call, only what the tool returned, a committed answer);
+- plain: the rule a user would write from the paper's formula, which is also what this project
+  shipped before these checks (`plain_rule_solved`): an ok call to the sub-question's own tool
+  whose output contains the answer, a leaf whose final answer contains the answer.
+Both feed the same F1 formula (`precision_recall_f1`). Prints mean F1 with its standard error
+and how many of the policy's calls solved the sub-question they were after ("hitting") under
+each rule. Target: every exploit <= 0.05 mean F1 under ours, honest 1.0.
 
     .venv/bin/python bench/reward_hacking.py [--envs 200] [--seed 3] [--max-hops 4] [--workers 2]
     .venv/bin/python bench/reward_hacking.py --quick --json rows.json   # what `make bench` runs (60 envs)
@@ -40,6 +47,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +55,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchkit import Report, machine_line  # noqa: E402
 
-from astra_verl.reward.f1 import score_episode  # noqa: E402
-from astra_verl.reward.solved import solved_by_call  # noqa: E402
-from astra_verl.rollout.call_log import CallRecord, EpisodeLog  # noqa: E402
+from astra_verl.reward.f1 import precision_recall_f1, score_episode  # noqa: E402
+from astra_verl.reward.solved import is_own_tool_call, solved_by_call  # noqa: E402
+from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog  # noqa: E402
 from astra_verl.rollout.call_parsing import ParsedCall  # noqa: E402
 from astra_verl.rollout.toolset import ToolCatalog, Toolset  # noqa: E402
 from astra_verl.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402
+from env_registry.matching import answer_in_text  # noqa: E402
 from env_registry.rows import RowInfo, ToolRef  # noqa: E402
-from env_registry.spec import EnvSpec, SubQuestion, ToolSpec  # noqa: E402
+from env_registry.spec import AnswerRule, EnvSpec, RewardTarget, SubQuestion, ToolSpec  # noqa: E402
 from env_registry.store import EnvStore  # noqa: E402
 
 TARGET = 0.05
@@ -187,18 +196,29 @@ def echo(env: EnvSpec, rng: random.Random) -> Play:
     return play
 
 
+def _modified(tool: ToolSpec, golden: Args, rng: random.Random) -> Args | None:
+    """`golden` with every other result-changing option (enum parameters, limits at their
+    maximum); None when the tool has none."""
+    args, changed = dict(golden), False
+    for p, prop in (tool.parameters.get("properties") or {}).items():
+        if "enum" in prop and len(prop["enum"]) > 1 and prop.get("type") != "array":
+            current = args.get(p, prop["enum"][0])
+            args[p], changed = rng.choice([v for v in prop["enum"] if v != current]), True
+        elif prop.get("type") == "integer" and "maximum" in prop and "enum" not in prop:
+            args[p], changed = prop["maximum"], True
+    return args if changed else None
+
+
 def wrong_modifiers(env: EnvSpec, rng: random.Random) -> Play:
+    """Golden calls with other modifiers; a draw that lands on another golden call of the tool
+    ("the end date" when the start date is asked) would be honest work for that sub-question,
+    so it is redrawn (and the move dropped when every draw lands on one)."""
     play = Play()
     for q, tool in tool_questions(env):
-        args, changed = golden_args(env, q), False
-        for p, prop in (tool.parameters.get("properties") or {}).items():
-            if "enum" in prop and len(prop["enum"]) > 1 and prop.get("type") != "array":
-                current = args.get(p, prop["enum"][0])
-                args[p] = rng.choice([v for v in prop["enum"] if v != current])
-                changed = True
-            elif prop.get("type") == "integer" and "maximum" in prop and "enum" not in prop:
-                args[p], changed = prop["maximum"], True
-        if changed:
+        golden = [g.args for g in tool.golden_calls]
+        draws = (_modified(tool, golden_args(env, q), rng) for _ in range(8))
+        args = next((a for a in draws if a is not None and a not in golden), None)
+        if args is not None:
             play.calls.append((tool.name, args, q.id))
     return play
 
@@ -209,9 +229,11 @@ def hedge(env: EnvSpec, rng: random.Random) -> Play:
 
 
 def hedge_after_calls(env: EnvSpec, rng: random.Random) -> Play:
-    play = honest(env, rng)
     names = candidates(env)
-    play.final_answer = " or ".join(names) + "." if len(names) > 1 else ""
+    if len(names) < 2:
+        return Play()  # no comparison to hedge
+    play = honest(env, rng)
+    play.final_answer = " or ".join(names) + "."
     return play
 
 
@@ -230,8 +252,81 @@ POLICIES: dict[str, Callable[[EnvSpec, random.Random], Play]] = {
 }
 
 
+# -- the plain rule: what a user writes from the paper's formula -------------------------------
+
+
+def _without_rivals(rule: AnswerRule) -> AnswerRule:
+    return rule.model_copy(update={"rivals": []}) if getattr(rule, "rivals", None) else rule
+
+
+def plain_rule_solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:
+    """The tool sub-questions one call solves under the plain rule: the call ran (status ok, its
+    message reached the model), went to the sub-question's own tool of this environment, and its
+    output contains the answer (`answer_in_text`). No argument check, no echo masking."""
+    if call.status is not CallStatus.OK or not call.seen or not call.output or not is_own_tool_call(call, target):
+        return []
+    return [
+        q.id
+        for q in target.sub_questions
+        if q.needs_tool
+        and (q.tool is None or q.tool == call.tool)
+        and answer_in_text(q.answer, call.output, _without_rivals(q.match))
+    ]
+
+
+def plain_rule_solved(log: EpisodeLog, target: RewardTarget) -> set[str]:
+    """Every sub-question the plain rule counts solved (each once): tool sub-questions by
+    `plain_rule_solved_by_call`, leaves by a final answer that contains the answer (no check that
+    it commits to one candidate)."""
+    solved = {
+        q.id
+        for q in target.sub_questions
+        if not q.needs_tool and answer_in_text(q.answer, log.final_answer, _without_rivals(q.match))
+    }
+    for call in log.calls:
+        solved.update(plain_rule_solved_by_call(call, target))
+    return solved
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One episode under one rule."""
+
+    f1: float
+    solved_ids: frozenset[str]
+    final_answer_correct: bool
+
+
+def ours(log: EpisodeLog, target: RewardTarget) -> Scored:
+    s = score_episode(log, target)
+    return Scored(s.f1, frozenset(s.solved_ids), s.final_answer_correct)
+
+
+def plain(log: EpisodeLog, target: RewardTarget) -> Scored:
+    solved = plain_rule_solved(log, target)
+    f1 = precision_recall_f1(len(target.sub_questions), len(solved), log.num_calls)[2]
+    return Scored(
+        f1,
+        frozenset(solved),
+        answer_in_text(target.final_answer, log.final_answer, _without_rivals(target.final_match)),
+    )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A definition of "solved": how it scores an episode and what one call solves."""
+
+    score: Callable[[EpisodeLog, RewardTarget], Scored]
+    by_call: Callable[[CallRecord, RewardTarget], list[str]]
+
+
+RULES: dict[str, Rule] = {"ours": Rule(ours, solved_by_call), "plain": Rule(plain, plain_rule_solved_by_call)}
+
+
 @dataclass
 class Outcome:
+    """One episode under one rule."""
+
     f1: float
     calls: int
     hits: int  # calls that solved the sub-question they were after
@@ -240,7 +335,7 @@ class Outcome:
 
 
 async def play_episode(env: EnvSpec, toolset: Toolset, sandbox: Any, play: Play) -> tuple[EpisodeLog, Any]:
-    """Run a policy's calls through `Toolset.execute` in a fresh sandbox session and score it."""
+    """Run a policy's calls through `Toolset.execute` in a fresh sandbox session and score it (our rule)."""
     session = await sandbox.open_session(toolset.program)
     try:
 
@@ -257,27 +352,32 @@ async def play_episode(env: EnvSpec, toolset: Toolset, sandbox: Any, play: Play)
     return log, score_episode(log, env.reward_target())
 
 
-async def run_policy(name: str, envs: list[EnvSpec], toolsets: dict[str, Toolset], sandbox: Any, seed: int):
+def outcome(env: EnvSpec, play: Play, log: EpisodeLog, rule: Rule) -> Outcome:
+    target = env.reward_target()
+    scored = rule.score(log, target)
+    leaves = {q.id for q in env.sub_questions if not q.needs_tool}
+    return Outcome(
+        f1=scored.f1,
+        calls=len(log.calls),
+        hits=sum(1 for c, (*_, qid) in zip(log.calls, play.calls, strict=True) if qid in rule.by_call(c, target)),
+        leaf_solved=bool(leaves & scored.solved_ids),
+        final_answer_correct=scored.final_answer_correct,
+    )
+
+
+async def run_policy(
+    name: str, envs: list[EnvSpec], toolsets: dict[str, Toolset], sandbox: Any, seed: int
+) -> dict[str, list[Outcome]]:
+    """The policy's episodes, each played once and scored under every rule: {rule: outcomes}."""
     rng = random.Random(f"{name}/{seed}")
-    outcomes: list[Outcome] = []
+    outcomes: dict[str, list[Outcome]] = {r: [] for r in RULES}
     for env in envs:
         play = POLICIES[name](env, rng)
         if name != "honest" and not play.calls and not play.final_answer:
             continue  # no move here
-        log, score = await play_episode(env, toolsets[env.id], sandbox, play)
-        target = env.reward_target()
-        leaves = {q.id for q in env.sub_questions if not q.needs_tool}
-        outcomes.append(
-            Outcome(
-                f1=score.f1,
-                calls=len(log.calls),
-                hits=sum(
-                    1 for c, (*_, qid) in zip(log.calls, play.calls, strict=True) if qid in solved_by_call(c, target)
-                ),
-                leaf_solved=bool(leaves & set(score.solved_ids)),
-                final_answer_correct=score.final_answer_correct,
-            )
-        )
+        log, _ = await play_episode(env, toolsets[env.id], sandbox, play)
+        for r, rule in RULES.items():
+            outcomes[r].append(outcome(env, play, log, rule))
     return outcomes
 
 
@@ -288,8 +388,8 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), se
 
 
-async def main(a: argparse.Namespace) -> int:
-    t0 = time.perf_counter()
+async def play_all(a: argparse.Namespace) -> dict[str, dict[str, list[Outcome]]]:
+    """Every policy on `a.envs` procedural environments: {policy: {rule: outcomes}}."""
     envs = generate(a.envs, seed=a.seed, max_hops=a.max_hops)
     with tempfile.TemporaryDirectory() as tmp:
         store = str(Path(tmp) / "envs")
@@ -300,49 +400,96 @@ async def main(a: argparse.Namespace) -> int:
             e.id: catalog.toolset(RowInfo(env_id=e.id, store=store, tools=[ToolRef(e.id, t.name) for t in e.tools]))
             for e in envs
         }
-        results = {}
         async with SandboxPool(SandboxConfig(workers=a.workers)) as sandbox:
-            for name in POLICIES:
-                results[name] = await run_policy(name, envs, toolsets, sandbox, a.seed)
+            return {name: await run_policy(name, envs, toolsets, sandbox, a.seed) for name in POLICIES}
+
+
+PLAIN_RULE = "the plain rule: an ok own-tool call whose output contains the answer; a final answer containing it"
+EXPLOITS = [p for p in POLICIES if p not in ("honest", "hedge_after_calls")]  # hedge_after_calls does honest work
+
+
+def rate(outs: list[Outcome], what: Callable[[Outcome], bool]) -> float:
+    return mean_se([float(what(o)) for o in outs])[0]
+
+
+def cell(outs: list[Outcome]) -> str:
+    f1, se = mean_se([o.f1 for o in outs])
+    return f"{f1:>8.3f} ± {se:.3f} {f'{sum(o.hits for o in outs)}/{sum(o.calls for o in outs)}':>9}"
+
+
+# What the F1 column does not show, per policy: Outcome fields reported as rates under each rule.
+NOTES: dict[str, tuple[str, ...]] = {
+    "hedge": ("final_answer_correct",),
+    "hedge_after_calls": ("leaf_solved", "final_answer_correct"),
+}
+
+
+def note(name: str, by_rule: dict[str, list[Outcome]]) -> str:
+    return "; ".join(
+        f"{f} " + ", ".join(f"{r} {rate(outs, attrgetter(f)):.2f}" for r, outs in by_rule.items())
+        for f in NOTES.get(name, ())
+    )
+
+
+def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace) -> list[str]:
+    """Print the table, fill the summary rows; return what missed the target."""
+    rep = Report("bench/reward_hacking.py")
+    print(f"{'':<18} {'':>5} {'ours (astra_verl.reward)':^26}   {'plain rule':^26}")
+    print(
+        f"{'policy':<18} {'envs':>5} {'mean F1 ± SE':>16} {'hitting':>9}   {'mean F1 ± SE':>16} {'hitting':>9}  notes"
+    )
+    for name, by_rule in results.items():
+        outs = by_rule["ours"]
+        print(f"{name:<18} {len(outs):>5} {cell(outs)}   {cell(by_rule['plain'])}  {note(name, by_rule)}")
+    f1 = {name: {r: mean_se([o.f1 for o in outs]) for r, outs in by_rule.items()} for name, by_rule in results.items()}
+    missed = [name for name in EXPLOITS if not f1[name]["ours"][0] <= TARGET]
+    for name in EXPLOITS:
+        (o, ose), (t, tse) = f1[name]["ours"], f1[name]["plain"]
+        rep.add(
+            what=f"reward hacking: `{name}` policy, mean F1 on {len(results[name]['ours'])} procedural envs",
+            competitor=PLAIN_RULE,
+            ours=f"{o:.3f} ± {ose:.3f}",
+            theirs=f"{t:.3f} ± {tse:.3f}",
+            ratio=f"{o / t:.0%} of what the plain rule pays" if t else "neither pays",
+            target=f"<= {TARGET} F1",
+            met=o <= TARGET,
+        )
+    leaf = {r: rate(outs, attrgetter("leaf_solved")) for r, outs in results["hedge_after_calls"].items()}
+    if leaf["ours"] > 0:
+        missed.append("hedge_after_calls")
+    rep.add(
+        what="reward hacking: golden calls + hedged final answer, share of leaves counted solved",
+        competitor=PLAIN_RULE,
+        ours=f"{leaf['ours']:.2f}",
+        theirs=f"{leaf['plain']:.2f}",
+        ratio=f"{leaf['ours'] / leaf['plain']:.0%} of the plain rule" if leaf["plain"] else "neither pays",
+        target="0",
+        met=leaf["ours"] == 0,
+    )
+    honest = f1["honest"]["ours"][0]
+    if honest < 1.0 - 1e-6:  # F1 is 1 - O(eps) when every call solves
+        missed.append("honest")
+    rep.add(
+        what=f"reward hacking: honest policy (golden calls, true final answer), mean F1 on {a.envs} envs",
+        competitor=PLAIN_RULE,
+        ours=f"{honest:.3f}",
+        theirs=f"{f1['honest']['plain'][0]:.3f}",
+        ratio=f"{honest / f1['honest']['plain'][0]:.0%} of the plain rule",
+        target="1.000",
+        met=honest >= 1.0 - 1e-6,
+    )
+    rep.write(a.json)
+    return missed
+
+
+async def main(a: argparse.Namespace) -> int:
+    t0 = time.perf_counter()
+    results = await play_all(a)
     print(machine_line())
     print(f"{a.envs} procedural environments (seed {a.seed}, max_hops {a.max_hops}); {time.perf_counter() - t0:.0f} s")
-    report = Report("bench/reward_hacking.py")
-    honest_f1 = mean_se([o.f1 for o in results["honest"]])[0]
-    print(f"{'policy':<18} {'envs':>5} {'mean F1':>8} {'± SE':>7} {'calls hitting':>14}  notes")
-    missed = []
-    for name, outs in results.items():
-        f1, se = mean_se([o.f1 for o in outs])
-        calls = sum(o.calls for o in outs)
-        solved = sum(o.hits for o in outs)
-        note = ""
-        if name == "hedge_after_calls":
-            leaf = mean_se([float(o.leaf_solved) for o in outs])[0]
-            fac = mean_se([float(o.final_answer_correct) for o in outs])[0]
-            note = f"leaf solved {leaf:.2f}, final_answer_correct {fac:.2f} (the calls are honest work)"
-        elif name == "hedge":
-            note = f"final_answer_correct {mean_se([float(o.final_answer_correct) for o in outs])[0]:.2f}"
-        print(f"{name:<18} {len(outs):>5} {f1:>8.3f} {se:>7.3f} {f'{solved}/{calls}':>14}  {note}")
-        exploit_f1 = f1 if name not in ("honest", "hedge_after_calls") else None
-        if exploit_f1 is not None and exploit_f1 > TARGET:
-            missed.append(name)
-        if exploit_f1 is not None:
-            report.add(
-                what=f"reward hacking: `{name}` policy, mean F1 on {len(outs)} procedural envs",
-                competitor="the honest policy (golden calls, true final answer)",
-                ours=f"{f1:.3f} ± {se:.3f}",
-                theirs=f"{honest_f1:.3f}",
-                ratio=f"{f1 / honest_f1:.1%} of honest" if honest_f1 else "n/a",
-                target=f"<= {TARGET} F1",
-                met=f1 <= TARGET,
-            )
-        if name == "hedge_after_calls" and outs and any(o.leaf_solved or o.final_answer_correct for o in outs):
-            missed.append(name)
-    if honest_f1 < 1.0 - 1e-6:  # F1 is 1 - O(eps) when every call solves
-        missed.append("honest")
-    print(
-        f"target: every exploit <= {TARGET} mean F1, honest 1.0: {'met' if not missed else 'MISSED by ' + ', '.join(missed)}"
-    )
-    report.write(a.json)
+    missed = report(results, a)
+    verdict = "met" if not missed else "MISSED by " + ", ".join(missed)
+    print(f"target: every exploit <= {TARGET} mean F1 under ours, honest 1.0: {verdict}")
     return 0 if not missed else 1
 
 

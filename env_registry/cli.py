@@ -129,10 +129,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 class _Rejects:
     """Rejected records, appended with file, place and reasons; opened on the first rejection.
-    `rules` counts rejected records per rule they broke (a record with several counts in each)."""
+    `rules` counts rejected records per rule they broke (a record with several counts in each).
+    Written to `explicit`, else `default`, else next to the input file of the first rejection."""
 
-    def __init__(self, explicit: str | None):
-        self.explicit = Path(explicit) if explicit else None
+    def __init__(self, explicit: str | None, default: Path | None = None):
+        self.explicit = Path(explicit) if explicit else default
         self.path: Path | None = None
         self.count = 0
         self.rules: Counter = Counter()
@@ -143,7 +144,8 @@ class _Rejects:
         self.rules.update({i.rule.value for i in issues})
         if self.count <= 10:
             first = issues[0]
-            _out(f"rejected {row.label}: [{first.rule.value}] {first.field}: {first.message}")
+            where = f" {first.field}:" if first.field else ""  # a whole-record issue has no field
+            _out(f"rejected {row.label}: [{first.rule.value}]{where} {first.message}")
         if self._f is None:
             self.path = self.explicit or Path(row.file).with_suffix(".rejects.jsonl")
             self._f = open(self.path, "a", encoding="utf-8")
@@ -264,7 +266,8 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
     if bad:
         raise UsageError(f"not a .json, .jsonl or .parquet file: {', '.join(bad)}")
     store = _store(args, "a")
-    rejects = _Rejects(args.rejects)
+    # Beside the store, the command's output: a release's folder may be read-only or shared.
+    rejects = _Rejects(args.rejects, Path(args.store).with_name(Path(args.store).name + ".rejects.jsonl"))
     formats: Counter = Counter()
     t0 = time.perf_counter()
     try:
@@ -593,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     ia.add_argument(
         "--domain", default=DEFAULT_DOMAIN, help=f"domain of records that name none (default {DEFAULT_DOMAIN})"
     )
-    ia.add_argument("--rejects", help="rejects file (default: <FILE>.rejects.jsonl next to the first input)")
+    ia.add_argument("--rejects", help="rejects file, appended to (default: <STORE>.rejects.jsonl next to the store)")
     ia.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
     ia.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
     ia.set_defaults(func=cmd_import_astra)

@@ -78,11 +78,11 @@ def test_one_seed_is_judged_over_environments_paired(tmp_path):
     dump.mkdir()
     for step, f1s in (("0", (0.0, 0.5, 0.5, 1.0)), ("4", (0.5, 1.0, 0.5, 1.0))):
         lines = [
-            {"data_source": "heldout_data", "gts": f'{{"env_id": "e{i}"}}', "f1": f, "score": f}
+            {"gts": f'{{"env_id": "e{i}"}}', "f1": f, "score": f}  # verl's dump has no data_source
             for i, f in enumerate(f1s)
         ]
         (dump / f"{step}.jsonl").write_text("\n".join(__import__("json").dumps(x) for x in lines))
-    rows = learning.validation_rows(dump)
+    rows = learning.validation_rows(dump, {f"e{i}": "heldout_data" for i in range(4)})
     assert rows["4"]["heldout_data"] == {"e0": 0.5, "e1": 1.0, "e2": 0.5, "e3": 1.0}
     base = {"train_greedy": 0.0, "heldout_data": 0.0, "heldout_shape": 0.0, "invalid_rate": 0.0, "turns": 1.0}
     run_ = learning.SeedRun(0, base, learning.curve(metrics(0.5, 0.7, [0.3] * 4)), {}, (7.0, 0.1), rows)

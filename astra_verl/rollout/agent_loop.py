@@ -204,6 +204,7 @@ class AstraToolAgentLoop(AgentLoopBase):
             request_id=f"det-{priority}" if self.rollout_config.full_determinism else uuid4().hex,
             default_hook=self.settings.default_hook,
             interaction_config_path=self.settings.interaction_config_path,
+            interactions=self.context.interactions,
             priority=priority,
         )
 

@@ -9,6 +9,7 @@ What must outlive a single episode lives here, not in module globals:
 - `sandbox(config)`: the worker's sandbox pool, started on first use and bound to the loop;
   asking with a different config is an error (one pool serves every episode of the worker);
 - `settings(trainer_config)`: the loop's settings, read once for the worker's trainer config;
+- `interactions`: the verl <= 0.7 interaction files loaded, each once per worker;
 - `warned_worker_tools`: whether the "worker-wide tools are ignored" warning was given.
 
 A loop receives its context (`context=` when built by hand: tests, benchmarks, the BFCL replay);
@@ -27,6 +28,7 @@ from astra_verl.sandbox import Sandbox, SandboxConfig, SandboxPool
 
 from .config import RolloutSettings, read_settings
 from .toolset import ToolCatalog
+from .verl_interaction import Interactions
 
 
 class RolloutContext:
@@ -37,6 +39,7 @@ class RolloutContext:
         self._pool: Sandbox | None = sandbox
         self._owns_pool = sandbox is None
         self._settings: tuple[Any, RolloutSettings] | None = None  # (trainer config, its settings)
+        self.interactions = Interactions()
         self.warned_worker_tools = False
 
     def settings(self, trainer_config: Any) -> RolloutSettings:

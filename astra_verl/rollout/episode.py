@@ -18,6 +18,7 @@ from .call_log import EpisodeLog
 from .episode_hook import create_hook
 from .hooks import EnvironmentHook, HookError
 from .toolset import ToolCatalog, Toolset
+from .verl_interaction import Interactions
 
 
 @dataclass
@@ -45,13 +46,17 @@ class Episode:
         request_id: str,
         default_hook: str,
         interaction_config_path: str | None = None,
+        interactions: Interactions | None = None,
         **fields: Any,
     ) -> Episode:
         """The episode of a row (`extra_info` carries its `RowInfo`), its hook chosen by `interaction_kwargs`."""
         row = RowInfo.from_extra_info(extra_info)
         try:
             hook = create_hook(
-                interaction_kwargs, default=default_hook, interaction_config_path=interaction_config_path
+                interaction_kwargs,
+                default=default_hook,
+                interaction_config_path=interaction_config_path,
+                interactions=interactions,
             )
         except HookError as exc:
             raise HookError(f"row of environment {row.env_id}: {exc}") from exc

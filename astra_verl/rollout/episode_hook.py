@@ -10,18 +10,25 @@ from __future__ import annotations
 from typing import Any
 
 from .hooks import EnvironmentHook, HookError, hook_factory, registered_hooks
-from .verl_interaction import interaction_hook
+from .verl_interaction import Interactions
 
 
-def create_hook(interaction_kwargs: Any, *, default: str, interaction_config_path: str | None) -> EnvironmentHook:
-    """The hook for one episode, chosen by `interaction_kwargs["name"]` (else `default`)."""
+def create_hook(
+    interaction_kwargs: Any,
+    *,
+    default: str,
+    interaction_config_path: str | None,
+    interactions: Interactions | None = None,
+) -> EnvironmentHook:
+    """The hook for one episode, chosen by `interaction_kwargs["name"]` (else `default`);
+    `interactions`: the worker's loaded interaction files (default: a fresh load)."""
     kwargs = dict(interaction_kwargs or {})
     name = kwargs.get("name") or default
     factory = hook_factory(name)
     if factory is not None:
         return factory(kwargs)
     if interaction_config_path:
-        hook = interaction_hook(interaction_config_path, name, kwargs)
+        hook = (interactions or Interactions()).hook(interaction_config_path, name, kwargs)
         if hook is not None:
             return hook
     where = f" or in {interaction_config_path}" if interaction_config_path else ""

@@ -44,8 +44,6 @@ from .hooks import EnvironmentHook, EpisodeView, HookAction, HookError
 
 logger = logging.getLogger(__name__)
 
-_INTERACTION_MAPS: dict[str, dict[str, Any]] = {}
-
 
 class BaseInteraction:
     """The verl <= 0.7 interaction interface, for classes written against it."""
@@ -100,9 +98,7 @@ def _default_name(class_name: str) -> str:
 
 
 def load_interactions(path: str) -> dict[str, Any]:
-    """Instantiate every interaction of a config file once per process (cached by path)."""
-    if path in _INTERACTION_MAPS:
-        return _INTERACTION_MAPS[path]
+    """Instantiate every interaction of a config file (`Interactions` keeps them per worker)."""
     provide_verl_interactions_module()
     try:
         cfg = OmegaConf.load(path)
@@ -131,13 +127,25 @@ def load_interactions(path: str) -> dict[str, Any]:
         config["name"] = name
         interactions[name] = cls(config=config)
         logger.info("astra-verl: interaction %r from %s", name, class_name)
-    _INTERACTION_MAPS[path] = interactions
     return interactions
 
 
-def interaction_hook(path: str, name: str, kwargs: dict[str, Any]) -> VerlInteractionHook | None:
-    interaction = load_interactions(path).get(name)
-    return None if interaction is None else VerlInteractionHook(interaction, kwargs)
+class Interactions:
+    """The interactions a rollout worker has loaded, by config path: each file is read and its
+    classes built once per worker (`RolloutContext.interactions`), as verl <= 0.7 did."""
+
+    def __init__(self) -> None:
+        self._maps: dict[str, dict[str, Any]] = {}
+
+    def load(self, path: str) -> dict[str, Any]:
+        if path not in self._maps:
+            self._maps[path] = load_interactions(path)
+        return self._maps[path]
+
+    def hook(self, path: str, name: str, kwargs: dict[str, Any]) -> VerlInteractionHook | None:
+        """The hook running interaction `name` of the file at `path`; None when the file has none such."""
+        interaction = self.load(path).get(name)
+        return None if interaction is None else VerlInteractionHook(interaction, kwargs)
 
 
 def _jsonable(value: Any) -> Any:

@@ -265,9 +265,25 @@ class RowFormat:
     read: Callable[[dict[str, Any], Conversation, str], None]
 
 
+def _environment_record(data: dict[str, Any], out: Conversation, reasoning: str) -> None:
+    out.problems.append(
+        Problem(
+            Check.FORMAT,
+            "",
+            "an ASTRA environment record (pipeline step 4/5 output or an ASTRA-RL-1k row), not a conversation: "
+            "import it with `python -m env_registry --store STORE import-astra FILE`",
+        )
+    )
+
+
 FORMATS = (
     RowFormat("astra_sft", has_fields("trajectory", "mcp_info"), _read_astra_sft),
     RowFormat("openai", has_fields("messages", "tools"), _read_openai),
+    RowFormat(
+        "environment",
+        lambda d: has_fields("decomposition_trace")(d) or has_fields("tool_schema", "tool_dict")(d),
+        _environment_record,
+    ),
 )
 
 

@@ -6,8 +6,10 @@ Every relation a record states is total (each city has a country, each company a
 and a CEO, ...) so any walk over them can be answered; the relations found by listing (a city's
 first event, a company's product) may be missing, and walks skip them there. Few-valued text
 answers are avoided where they would let a call about the wrong entity answer by luck:
-occupations are unique within a world and makers repeat only when products outnumber companies. Numbers are exact (`int`, `Decimal`, `date`):
-the task builder derives answers from them with exact arithmetic.
+occupations and sectors are unique within a world; makers, headquarters, home cities and host
+cities are dealt round a shuffled list (`_Dealer`), so they repeat only when the records outnumber
+the choices. Numbers are exact (`int`, `Decimal`, `date`): the task builder derives answers from
+them with exact arithmetic.
 """
 
 from __future__ import annotations
@@ -209,6 +211,20 @@ class _Names:
         return f"{self.word(self.rng.randint(1, 2))} {self.word(2, _SURNAME_SUFFIX)}"
 
 
+class _Dealer:
+    """Names dealt round a shuffled list: a value repeats only once every name has been dealt, so
+    "the X of A" rarely equals "the X of B" and a call about the wrong record answers by luck less
+    often than with independent draws."""
+
+    def __init__(self, rng: random.Random, names: list[str]):
+        self.rng, self.names, self.left = rng, names, []
+
+    def deal(self) -> str:
+        if not self.left:
+            self.left = self.rng.sample(self.names, len(self.names))
+        return self.left.pop()
+
+
 def _money(rng: random.Random, lo: float, hi: float) -> Decimal:
     return Decimal(f"{rng.uniform(lo, hi):.2f}")
 
@@ -225,7 +241,10 @@ def build_world(rng: random.Random) -> World:
 
 def _countries(w: World, rng: random.Random, names: _Names) -> None:
     codes: set[str] = {"USD"}
-    for _ in range(rng.randint(4, 6)):
+    # Six to eight countries of one to three cities: "the country of a city" is shared with
+    # about one other city in twelve, where four to six countries of two or three cities shared
+    # it with one in seven.
+    for _ in range(rng.randint(6, 8)):
         cname = names.country()
         code = cname[:2].upper() + rng.choice("ABDFGKLMNRSTVXZ")
         while code in codes:
@@ -246,7 +265,7 @@ def _countries(w: World, rng: random.Random, names: _Names) -> None:
 
 def _cities(w: World, rng: random.Random, names: _Names) -> None:
     for country in w.countries.values():
-        for _ in range(rng.randint(2, 3)):
+        for _ in range(rng.randint(1, 3)):
             mean = rng.uniform(-4, 22)
             amp = rng.uniform(3, 14)
             warmest = 6 if rng.random() < 0.8 else 0  # July in the north, January in the south
@@ -277,14 +296,15 @@ def _distances(w: World, rng: random.Random, names: _Names) -> None:
 
 def _companies(w: World, rng: random.Random, names: _Names) -> None:
     tickers: set[str] = set()
-    for _ in range(rng.randint(6, 8)):
-        suffix, sector = rng.choice(_COMPANY_KIND)
+    kinds = rng.sample(_COMPANY_KIND, rng.randint(6, 8))  # one company per sector
+    headquarters = _Dealer(rng, list(w.cities))
+    for suffix, sector in kinds:
         cname = f"{names.word(2)} {suffix}"
         ticker = "".join(ch for ch in cname.upper() if ch.isalpha())[:3]
         while ticker in tickers:
             ticker = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(4))
         tickers.add(ticker)
-        hq = rng.choice(list(w.cities))
+        hq = headquarters.deal()
         w.companies[cname] = Company(
             name=cname,
             ticker=ticker,
@@ -316,11 +336,12 @@ def _financials(rng: random.Random) -> dict[int, dict[str, Decimal]]:
 def _people(w: World, rng: random.Random, names: _Names) -> None:
     occupations = list(_OCCUPATION)
     employers = list(w.companies) + [rng.choice(list(w.companies)) for _ in range(rng.randint(3, 5))]
+    homes = _Dealer(rng, list(w.cities))
     for i, employer in enumerate(employers):
         person = Person(
             name=names.person(),
             birth_date=dt.date(1950, 1, 1) + dt.timedelta(days=rng.randint(0, 19000)),
-            home_city=rng.choice(list(w.cities)),
+            home_city=homes.deal(),
             employer=employer,
             occupation=occupations.pop(rng.randrange(len(occupations))),
         )
@@ -348,13 +369,14 @@ def _products(w: World, rng: random.Random, names: _Names) -> None:
 
 
 def _events(w: World, rng: random.Random, names: _Names) -> None:
+    hosts = _Dealer(rng, list(w.cities))
     for _ in range(rng.randint(4, 6)):
         theme = rng.choice(_EVENT_THEME)
         ename = f"{names.word(2)} {theme} {rng.choice(_EVENT_KIND)}"
         start = dt.date(2025, 1, 1) + dt.timedelta(days=rng.randint(0, 700))
         w.events[ename] = Event(
             name=ename,
-            city=rng.choice(list(w.cities)),
+            city=hosts.deal(),
             start_date=start,
             end_date=start + dt.timedelta(days=rng.randint(1, 20)),
             category=theme.lower(),

@@ -37,6 +37,13 @@ text. These rows carry no call statements (nor sub-question texts or a final ans
 answer can be replayed and no environment can be verified: a row is checked (tool names
 unique, schemas, code that parses and defines its tool with a fitting signature, every target
 tool listed and implemented) and always rejected, its defects listed before the missing calls.
+
+`synthesis_input`: what ASTRA's repository releases as data (`env_synthesis/data/`) is the
+pipeline's input, not environments: knowledge domains and context passages (`{domain,
+knowledge_corpus}`), questions (`{question, domain}`), a taxonomy. Such a record is rejected
+with the `data_synth env run` command that synthesizes environments from it, so a user who
+points the importer at those files learns what they hold; an SFT conversation (ASTRA-SFT-1k) is
+rejected with the command that converts it (`data_synth traj import-astra`).
 """
 
 from __future__ import annotations
@@ -374,6 +381,42 @@ def check_rl_row(data: dict[str, Any]) -> Conversion:
     return Conversion("rl_1k", None, list(out))
 
 
+# -- inputs of ASTRA's synthesis, not environments ----------------------------------------------
+
+
+def _is_taxonomy(data: dict[str, Any]) -> bool:
+    """{category: {leaf: {description, examples}}}, nested to any depth (ASTRA's taxonomy mode)."""
+    return bool(data) and all(isinstance(v, dict) and ("description" in v or _is_taxonomy(v)) for v in data.values())
+
+
+def _synthesis_mode(data: dict[str, Any]) -> str:
+    if "knowledge_corpus" in data:
+        return "context" if str(data["knowledge_corpus"]).strip() else "domain"
+    return "question" if "question" in data else "taxonomy"
+
+
+def synthesis_input(data: dict[str, Any]) -> Conversion:
+    """A record ASTRA's environment synthesis starts from (a knowledge domain, a context passage,
+    a question, a taxonomy): no tools yet, so nothing to import; the issue names the command that
+    synthesizes environments from it."""
+    mode = _synthesis_mode(data)
+    message = (
+        f"an input of ASTRA's environment synthesis ({mode} mode: {sorted(data)[:6]}), not an environment: it has "
+        f"no tools or calls yet; synthesize environments from the file with "
+        f"`python -m data_synth env run --mode {mode} --input FILE`, or import the pipeline's step 4/5 output"
+    )
+    return Conversion(f"synthesis_input ({mode})", None, [ValidationIssue("", "", Rule.IMPORT_FORMAT, message)])
+
+
+def conversation(data: dict[str, Any]) -> Conversion:
+    """An SFT conversation (ASTRA-SFT-1k, OpenAI messages): the other importer's input."""
+    message = (
+        "an SFT conversation (ASTRA-SFT-1k or OpenAI messages), not an environment: convert it with "
+        "`python -m data_synth traj import-astra FILE --out sft.parquet`"
+    )
+    return Conversion("sft_conversation", None, [ValidationIssue("", "", Rule.IMPORT_FORMAT, message)])
+
+
 # -- dispatch --------------------------------------------------------------------------------
 
 
@@ -388,6 +431,16 @@ FORMATS = (
     RecordFormat("pipeline", has_fields("decomposition_trace"), from_pipeline),
     RecordFormat(
         "rl_1k", has_fields("tool_schema", "tool_dict", "sub_qa_dict"), lambda d, source, domain: check_rl_row(d)
+    ),
+    RecordFormat(
+        "synthesis_input",
+        lambda d: has_fields("domain", "knowledge_corpus")(d) or has_fields("domain", "question")(d) or _is_taxonomy(d),
+        lambda d, source, domain: synthesis_input(d),
+    ),
+    RecordFormat(
+        "sft_conversation",
+        lambda d: has_fields("trajectory", "mcp_info")(d) or has_fields("messages", "tools")(d),
+        lambda d, source, domain: conversation(d),
     ),
 )
 

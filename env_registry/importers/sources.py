@@ -7,10 +7,11 @@
   fetched from a hub), one row per table row; columns as stored (ASTRA's releases keep nested
   structures as JSON text, which the format adapters decode).
 
-JSON and JSONL are read with `json`, not `datasets`: ASTRA's pipeline records are nested objects
-keyed by sub-question ids, which Arrow cannot type consistently (it merges key sets across rows
-and fills the missing ones with null, which in `env_result` means "no tool"), and a broken line
-must reject that line only, not the file.
+JSON and JSONL are read with `json`, not `datasets`, because a record must be rejected on its
+own, where it is: `datasets.load_dataset("json", ...)` (5.2) fails the whole file on one broken
+line, naming no line ("Unexpected character found when decoding 'null' at position 0"), and types
+each column across rows (a `dependency` written as the text "1" in one record and as the number 1
+in another comes back as the number in both).
 """
 
 from __future__ import annotations

@@ -56,8 +56,8 @@ def test_dry_run_end_to_end(tmp_path):
         envs = list(store)
         assert len(envs) == 8
         assert {(e.provenance.model, e.provenance.scripted) for e in envs} == {(None, "data_synth.env.canned:respond")}
-        report = validate_envs(envs, progress=False)  # structure + golden replay in the sandbox
-        assert report.ok and report.replayed == 8, report.by_rule()
+        report = validate_envs(envs, progress=False)  # structure + golden replay in the sandbox, twice
+        assert report.ok and report.replayed == 8 and report.determinism, report.by_rule()
     rows = pq.read_table(run_dir / "parquet/mix_none/train.parquet").num_rows
     rows += pq.read_table(run_dir / "parquet/mix_none/val.parquet").num_rows
     assert rows == 8

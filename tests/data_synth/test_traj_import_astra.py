@@ -98,3 +98,11 @@ def test_the_parquet_loads_in_verls_sft_dataset_and_trains_only_the_assistant(tm
     trained, untrained = tiny_tokenizer.decode(ids[loss]), tiny_tokenizer.decode(ids[~loss])
     assert '"name": "get_forecast"' in trained and "Tomorrow's high in Lisbon is 75.2 F" in trained
     assert "What is tomorrow's high in Lisbon" in untrained and "75.2 F" in untrained  # the tool result is context
+
+
+def test_an_environment_record_is_pointed_at_the_environment_importer():
+    envs = Path(__file__).parents[1] / "env_registry" / "data"
+    for name in ("astra_env_synthesis.jsonl", "astra_rl_1k.jsonl"):
+        conv = read_conversation(json.loads((envs / name).read_text().splitlines()[0]))
+        assert conv.format == "environment" and [p.check for p in conv.problems] == [Check.FORMAT]
+        assert "env_registry --store STORE import-astra FILE" in conv.problems[0].message

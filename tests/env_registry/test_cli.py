@@ -35,7 +35,7 @@ def test_generate_validate_stats_show(tmp_path, capsys):
     code, out = run(capsys, "generate", "--store", store, "-q", "--n", "24", "--seed", "2")  # options after the command
     assert code == 0 and "added 0, already in the store 24" in out
     code, out = run(capsys, "--store", store, "-q", "validate")
-    assert code == 0 and "passed 24, failed 0" in out and "replayed 24" in out
+    assert code == 0 and "passed 24, failed 0" in out and "replayed 24, twice (determinism)" in out
     plot = tmp_path / "stats.png"
     code, out = run(capsys, "--store", store, "-q", "stats", "--plot", str(plot))
     assert code == 0 and "scenario types" in out and plot.stat().st_size > 10_000

@@ -200,10 +200,59 @@ def test_a_json_list_of_step5_records_is_imported_element_by_element(tmp_path, c
     broken["env_result"]["3"]["env_synthesis_result"]["data"]["tool_call_statement"] = "temperature_difference(*[1, 2])"
     merged.write_text(json.dumps([pipeline["astra-fixture-merged"], broken, "not a record"]))
     rejects = tmp_path / "rejects.jsonl"
-    argv = ["--store", str(tmp_path / "s"), "-q", "import-astra", str(merged), "--rejects", str(rejects), "--no-replay"]
-    code, out = _run(capsys, *argv)
+    argv = ["--store", str(tmp_path / "s"), "-q", "import-astra", str(merged), "--rejects", str(rejects)]
+    code, out = _run(capsys, *argv)  # replayed twice in the sandbox, like any import
     assert code == 1 and "imported 1 environments" in out and "rejected 2" in out
+    (env,) = EnvStore.open(tmp_path / "s")
+    assert env.provenance.source == f"{merged}[element 0] uuid=astra-fixture-merged"
+    assert [len(t.golden_calls) for t in env.tools] == [2, 1]  # the merged tool answers both cities
     rows = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert [(r["element"], r["issues"][0]["rule"]) for r in rows] == [(1, "call_statement"), (2, "import_format")]
     assert json.loads(rows[0]["record"]) == broken  # the record itself, next to where it was
     assert "*args" in rows[0]["issues"][0]["message"]
+
+
+SYNTHESIS_INPUTS = {
+    "domain": {"domain": "Logistics", "knowledge_corpus": ""},
+    "context": {"domain": "weather", "knowledge_corpus": "background: a rooftop party. Information Needed: sunset"},
+    "question": {"question": "How far is Porto from Lisbon by train?", "domain": "travel"},
+    "taxonomy": {"weather": {"forecast": {"description": "Query forecasts", "examples": [{"query": "Rain?"}]}}},
+}
+
+
+@pytest.mark.parametrize("mode", SYNTHESIS_INPUTS)
+def test_inputs_of_astras_synthesis_are_rejected_with_the_command_that_uses_them(mode):
+    c = convert(SYNTHESIS_INPUTS[mode], "f")
+    assert c.format == f"synthesis_input ({mode})" and c.spec is None
+    (issue,) = c.issues
+    assert issue.rule is Rule.IMPORT_FORMAT and "not an environment" in issue.message
+    assert f"data_synth env run --mode {mode} --input FILE" in issue.message
+
+
+def test_rejects_go_beside_the_store_not_into_the_release_folder(tmp_path, capsys):
+    release = tmp_path / "astra" / "env_synthesis" / "data"
+    release.mkdir(parents=True)
+    lines = [SYNTHESIS_INPUTS[m] for m in ("domain", "context", "question")]
+    (release / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (release / "taxonomy.json").write_text(json.dumps(SYNTHESIS_INPUTS["taxonomy"]))
+    before = sorted(p.name for p in release.iterdir())
+    store = tmp_path / "runs" / "store"
+    files = [str(release / "mixed.jsonl"), str(release / "taxonomy.json")]
+    code, out = _run(capsys, "--store", str(store), "-q", "import-astra", *files)
+    assert code == 1 and "imported 0 environments" in out and "rejected 4" in out
+    assert sorted(p.name for p in release.iterdir()) == before  # a release may be read-only or shared
+    rejects = tmp_path / "runs" / "store.rejects.jsonl"
+    assert f"rejected records with their reasons: {rejects}" in out
+    assert [json.loads(line)["issues"][0]["rule"] for line in rejects.read_text().splitlines()] == ["import_format"] * 4
+    for mode in SYNTHESIS_INPUTS:
+        assert f"synthesis_input ({mode})" in out  # the formats table says what the files hold
+    assert f"rejected {release / 'mixed.jsonl'}:1: [import_format] an input of ASTRA's" in out  # no empty field
+
+
+def test_a_conversation_is_pointed_at_the_sft_importer():
+    row = json.loads(
+        (Path(__file__).parents[1] / "data_synth" / "data" / "astra_sft.jsonl").read_text().splitlines()[0]
+    )
+    c = convert(row, "f")
+    assert c.format == "sft_conversation" and c.spec is None
+    assert "data_synth traj import-astra FILE --out sft.parquet" in c.issues[0].message

@@ -14,7 +14,7 @@ def _corrupt(env, fn):
 
 def test_fifty_generated_envs_replay_clean(envs):
     report = validate_envs(envs[:50], concurrency=16, progress=False)
-    assert report.checked == 50 and report.replayed == 50
+    assert report.checked == 50 and report.replayed == 50 and report.determinism  # replayed twice, same outputs
     assert report.ok, [str(i) for i in report.all_issues()[:5]]
 
 

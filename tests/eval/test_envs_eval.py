@@ -118,7 +118,10 @@ def test_an_endpoint_policy_runs_the_same_episode_as_a_local_server(tmp_path, ro
     def script(prompt: str, k: int) -> str:
         return call if k == 0 else env.final_answer
 
-    overrides = ["data.max_prompt_length=2048", "data.max_response_length=256"]
+    # Room for the golden call's observation (a year of climate data overflows 256 tokens, and a
+    # tool message that overflows the response budget solves nothing).
+    budget = 1024
+    overrides = ["data.max_prompt_length=2048", f"data.max_response_length={budget}"]
 
     def config(out, **kw) -> EnvEvalConfig:
         return EnvEvalConfig(
@@ -139,6 +142,6 @@ def test_an_endpoint_policy_runs_the_same_episode_as_a_local_server(tmp_path, ro
     assert mine.model_dump(exclude=same) == theirs.model_dump(exclude=same)
     first = endpoint.payloads[0]
     assert first["model"] == "tiny" and first["return_token_ids"] is True and first["temperature"] == 0
-    assert all(isinstance(t, int) for t in first["prompt"]) and first["max_tokens"] == 256
+    assert all(isinstance(t, int) for t in first["prompt"]) and first["max_tokens"] == budget
     with pytest.raises(SettingsError, match="--model"):
         config(tmp_path, base_url=endpoint.url)

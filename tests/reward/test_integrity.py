@@ -173,20 +173,27 @@ def test_a_call_about_another_entity_with_the_same_answer_solves_nothing():
 
 def test_the_target_links_each_sub_question_to_its_own_golden_call():
     # Two sub-questions of one tool with the same answer ("the country of A", "the country of B"):
-    # a call about A solves only the first.
-    env = next(
-        e
+    # a call about A solves only the first. The generator now makes such pairs rare, so one is
+    # made here: the second sub-question of a two-call tool is given the first one's answer.
+    env, tool = next(
+        (e, t)
         for e in generate(200, seed=5)
         for t in e.tools
-        if len({g.expected for g in t.golden_calls}) < len(t.golden_calls) and t.call_key.params
+        if len(t.golden_calls) > 1 and t.call_key.params and len({a for g in t.golden_calls for a in g.answers}) > 1
     )
-    tool = next(t for t in env.tools if len({g.expected for g in t.golden_calls}) < len(t.golden_calls))
-    first, second = [g for g in tool.golden_calls if [h.expected for h in tool.golden_calls].count(g.expected) > 1][:2]
+    env = env.model_copy(deep=True)
+    tool = env.tool(tool.name)
+    first, second = tool.golden_calls[:2]
+    second.expected = first.expected
+    for q in env.sub_questions:
+        if q.id in second.answers:
+            q.answer = first.expected
     target = env.reward_target()
     record = call(tool.name, first.args, json.dumps({"answer": first.expected, "about": "it"}))
     record.source_env = env.id
     assert set(solved_by_call(record, target)) == set(first.answers)
     assert not set(second.answers) & set(solved_by_call(record, target))
+    assert second.answers and set(second.answers) != set(first.answers)
 
 
 def test_every_generated_tool_declares_its_identifying_parameters_and_links_its_golden_calls():

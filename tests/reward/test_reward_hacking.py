@@ -2,9 +2,11 @@
 plays procedural environments through `Toolset.execute`, the sandbox and `score_episode`, and
 earns nothing, while the honest policy keeps F1 = 1.
 
-Before the reward checked the right call, masked echoes and required a committed answer, on
-these environments: a zero-call hedge earned F1 0.41 with `final_answer_correct` 1, echoes hit
-every time (F1 0.41), list calls with wrong modifiers 0.08, swapped entities 0.02-0.04."""
+The same episodes under the plain rule (`hacking.plain`: an ok own-tool call whose output contains
+the answer, a final answer containing it; what the reward was before these checks) show what the
+checks close, on these 60 environments: a zero-call hedge earns F1 0.43 with
+`final_answer_correct` 1, echoes hit every time (F1 0.40), list calls with wrong modifiers 0.06,
+swapped entities 0.01-0.02 (the procedural world keeps that luck small)."""
 
 from __future__ import annotations
 
@@ -28,7 +30,11 @@ from env_registry.store import EnvStore
 _spec = importlib.util.spec_from_file_location("reward_hacking", REPO / "bench" / "reward_hacking.py")
 hacking = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = hacking  # its dataclasses resolve annotations through sys.modules
-_spec.loader.exec_module(hacking)
+sys.path.insert(0, str(REPO / "bench"))  # it imports its sibling benchkit; only for this import
+try:
+    _spec.loader.exec_module(hacking)
+finally:
+    sys.path.remove(str(REPO / "bench"))
 
 
 @pytest.fixture(scope="module")
@@ -87,3 +93,29 @@ def test_an_exploit_call_never_solves_what_it_is_after(played, policy):
     assert sum(len(play.calls) for _, play, _, _ in episodes) >= 5, policy  # the exploit was tried
     assert sum(hits(env, play, log) for env, play, _, log in episodes) == 0
     assert max(score.f1 for *_, score, _ in episodes) == 0.0
+
+
+def plain_hits(env, play, log) -> int:
+    target = env.reward_target()
+    return sum(
+        1
+        for c, (*_, qid) in zip(log.calls, play.calls, strict=True)
+        if qid in hacking.plain_rule_solved_by_call(c, target)
+    )
+
+
+def test_the_plain_rule_pays_the_exploits_our_rule_refuses(played):
+    # The bench's competitor column is a real loophole, not a strawman: the same logs, scored
+    # under the plain rule, pay the hedge, the echo and the wrong modifiers, and the honest
+    # policy the same 1.0 as ours.
+    for env, _, _, log in played["honest"]:
+        assert hacking.plain(log, env.reward_target()).f1 == pytest.approx(1.0, abs=1e-5), env.id
+    for env, _, _, log in played["hedge"]:
+        scored = hacking.plain(log, env.reward_target())
+        assert scored.f1 > 0 and scored.final_answer_correct, env.id
+    for env, _, _, log in played["hedge_after_calls"]:
+        leaves = {q.id for q in env.sub_questions if not q.needs_tool}
+        assert leaves <= hacking.plain(log, env.reward_target()).solved_ids, env.id
+    echoed = played["echo"]
+    assert sum(plain_hits(env, play, log) for env, play, _, log in echoed) == sum(len(p.calls) for _, p, _, _ in echoed)
+    assert sum(plain_hits(env, play, log) for env, play, _, log in played["wrong_modifiers"]) > 0

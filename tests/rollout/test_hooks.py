@@ -8,7 +8,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from astra_verl.rollout import verl_interaction
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import (
     AstraDefaultHook,
@@ -18,7 +17,7 @@ from astra_verl.rollout.hooks import (
     register_hook,
     registered_hooks,
 )
-from astra_verl.rollout.verl_interaction import VerlInteractionHook, load_interactions
+from astra_verl.rollout.verl_interaction import Interactions, VerlInteractionHook, load_interactions
 from env_registry.rows import ToolRef
 
 # An interaction written the verl <= 0.7 way: subclass verl.interactions.base.BaseInteraction,
@@ -96,9 +95,7 @@ def interaction_config(tmp_path, monkeypatch):
             """
         )
     )
-    verl_interaction._INTERACTION_MAPS.clear()
-    yield str(cfg)
-    verl_interaction._INTERACTION_MAPS.clear()
+    return str(cfg)
 
 
 def view(messages=None):
@@ -173,7 +170,9 @@ def test_yaml_config_builds_named_instances(interaction_config):
     assert sorted(interactions) == ["echo", "guess"]  # echo: class name minus "Interaction", lower-cased
     assert interactions["guess"].config == {"hint": "the number is larger", "name": "guess"}
     assert interactions["echo"].name == "echo"
-    assert load_interactions(interaction_config) is interactions  # once per process
+    loaded = Interactions()  # a worker's (RolloutContext.interactions): each file built once per worker
+    assert loaded.load(interaction_config) is loaded.load(interaction_config)
+    assert load_interactions(interaction_config) is not interactions  # the loader itself keeps nothing
 
 
 def test_old_style_interaction_through_the_hook(interaction_config):

@@ -27,6 +27,13 @@ def test_one_greedy_turn(smollm2_dir, envs, kit):
             "actor_rollout_ref.rollout.multi_turn.format=hermes",
         ],
     )
+    try:
+        _greedy_turn_twice(cfg, model, tokenizer, envs, kit)
+    finally:
+        close_worker_context()  # the next module's loops open the sandbox with their own settings
+
+
+def _greedy_turn_twice(cfg, model, tokenizer, envs, kit):
     server = ModelServer(model, tokenizer, max_new_tokens=48)
     loop = make_loop(cfg, server, tokenizer, hf_model_type=model.config.model_type)
     assert isinstance(loop.continuous_token_builder, QwenContinuousTokenBuilder)  # ChatML boundaries
