@@ -6,7 +6,9 @@ of the CPU build (what synthesis and `python -m astra_verl.eval bfcl` talk to). 
 token ids (a tool-use prompt in our chat template, with several tool schemas), the same token
 budget per request, sampling at temperature 1 with EOS ignored (equal work on both sides);
 vLLM gets the batch as that many concurrent requests. Printed: generated tokens/s of each per
-batch size, their ratio, and the load average (other work on the machine slows both).
+batch size, their ratio, and the load average (other work on the machine slows both); also the
+time the hf_cpu engine takes to load the checkpoint. scripts/smollm2_numbers.sh starts the server
+and runs this.
 
     .venv-vllm/bin/python -m vllm.entrypoints.openai.api_server --model .cache/models/smollm2 \\
         --served-model-name smollm2 --port 8811 --dtype float32 --max-model-len 8192 --enforce-eager &
@@ -80,7 +82,9 @@ def main() -> None:
     args = parser.parse_args()
     model_dir = convert(args.model_dir)  # returns at once when already converted
     ids = prompt_ids(model_dir)
+    start = time.perf_counter()
     engine = HFEngine(str(model_dir), eos_token_ids=[])
+    print(f"hf_cpu engine: checkpoint loaded in {time.perf_counter() - start:.1f} s")
     hf_cpu_rate(engine, ids, 1, 4)  # warm-up of both
     asyncio.run(vllm_rate(args.vllm_base_url, args.served_model_name, ids, 1, 4))
     print(f"prompt {len(ids)} tokens, {args.tokens} generated per request; torch threads {torch.get_num_threads()}")

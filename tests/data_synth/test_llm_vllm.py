@@ -61,7 +61,13 @@ def _seeds() -> list[Seed]:
     ]
 
 
-def env_cli(step: str, run_dir: Path, *args: str, llm: list[str]) -> None:
+NO_ENVIRONMENT = "the run produced no environment"  # `env run`'s exit 1 when nothing got through
+
+
+def env_cli(step: str, run_dir: Path, *args: str, llm: list[str], may_publish_nothing: bool = False) -> None:
+    """One `python -m data_synth env` command; it must succeed, except that with
+    `may_publish_nothing` a `run` may end with no environment (exit 1 saying so): a 135M model's
+    output is often rejected at the first step."""
     proc = subprocess.run(
         [sys.executable, "-m", "data_synth", "env", step, "--run-dir", str(run_dir), "--quiet", *llm, *args],
         capture_output=True,
@@ -69,6 +75,8 @@ def env_cli(step: str, run_dir: Path, *args: str, llm: list[str]) -> None:
         cwd=REPO,
         timeout=1800,
     )
+    if may_publish_nothing and proc.returncode == 1 and NO_ENVIRONMENT in proc.stderr:
+        return
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
 
 
@@ -118,14 +126,14 @@ def test_synthesis_funnel_of_a_real_135m_model(smollm2_server, tmp_path):
     seeds = ["--mode", "domain", "--input", str(domains)]
 
     # end to end, from the seeds
-    env_cli("run", tmp_path / "e2e", *seeds, "--percentile", "0", "--no-export", llm=llm)
+    env_cli("run", tmp_path / "e2e", *seeds, "--percentile", "0", "--no-export", llm=llm, may_publish_nothing=True)
     funnel = Funnel.model_validate_json((tmp_path / "e2e" / "funnel.json").read_text())
     check_funnel(funnel, STEPS)
     print(f"\nSmolLM2-135M-Instruct, end to end from {len(DOMAINS)} domain seeds:\n{funnel.table()}")
 
     # step by step: each step on the canned stand-in's valid outputs of the step before
     canned = tmp_path / "canned"
-    env_cli("run", canned, *seeds, "--percentile", "0", "--no-export",
+    env_cli("run", canned, *seeds, "--percentile", "0", "--no-export", "--allow-scripted",
             llm=["--llm-responder", "data_synth.env.canned:respond"])  # fmt: skip
     rows = []
     for step, (reads, args) in PER_STEP.items():
