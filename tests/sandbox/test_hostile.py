@@ -345,6 +345,8 @@ def kill(pid):
     os.kill(pid, signal.SIGKILL)
 def listing(path):
     return os.listdir(path)
+def where():
+    return os.getcwd()
 """
 
 
@@ -355,6 +357,9 @@ async def test_sessions_cannot_reach_each_other(pool):
     attacker = await pool.open_session(Program((Module("a", ATTACKER),)))
     for victim in victims:
         planted = json.loads((await pool.call(victim, "v", "plant", {})).output)
+        # Distinct paths, whichever worker each session is on (bwrap workers once named them alike,
+        # and the listing below then read the attacker's own empty dir).
+        assert (await pool.call(attacker, "a", "where", {})).output != planted["cwd"]
         r = await pool.call(attacker, "a", "read", {"path": planted["cwd"] + "/secret.txt"})
         assert r.error_kind in CONTAINED and "VICTIM" not in r.message, r
         assert (await pool.call(attacker, "a", "listing", {"path": planted["cwd"]})).error_kind in CONTAINED
@@ -362,6 +367,16 @@ async def test_sessions_cannot_reach_each_other(pool):
             assert (await pool.call(attacker, "a", "kill", {"pid": pid})).error_kind is ErrorKind.FORBIDDEN
         assert (await pool.call(victim, "v", "check", {})).output == "VICTIM-SECRET"
     for s in (*victims, attacker):
+        await pool.close_session(s)
+
+
+async def test_every_live_session_has_a_work_dir_path_of_its_own(pool):
+    """Across workers too: under bwrap each worker is pid 2 of its own namespace, and work dirs
+    named by the worker's pid collided, so one session's path named another's dir elsewhere."""
+    sessions = [await pool.open_session(Program((Module("a", ATTACKER),))) for _ in range(6)]
+    paths = [(await pool.call(s, "a", "where", {})).output for s in sessions]
+    assert len(set(paths)) == len(paths), paths
+    for s in sessions:
         await pool.close_session(s)
 
 

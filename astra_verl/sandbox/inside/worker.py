@@ -32,6 +32,7 @@ import importlib
 import json
 import marshal
 import os
+import secrets
 import selectors
 import shutil
 import signal
@@ -160,7 +161,10 @@ class Worker:
         os.mkdir(scratch, 0o700)
         self.private_tmp = self.uid_drop and confine.can_mount_private_tmpfs(scratch)
         os.rmdir(scratch)
-        self.dirs = WorkDirs(cfg["work_root"], f"s{self.pid}-", recycle=self.private_tmp)
+        # A random tag, not the pid: under bwrap every worker is pid 2 of its own pid namespace, so
+        # two workers named their sessions' dirs alike (/tmp/sessions/s2-1 in each, on tmpfses of
+        # their own) and a session's path named another worker's session too.
+        self.dirs = WorkDirs(cfg["work_root"], f"s{secrets.token_hex(4)}-", recycle=self.private_tmp)
 
     def compiled(self, digest: str, modules: list) -> Compiled:
         hit = self.cache.get(digest)
