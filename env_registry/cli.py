@@ -18,7 +18,6 @@ unwritable output), 130 when interrupted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import itertools
 import json
 import os
@@ -34,7 +33,7 @@ import networkx as nx
 from tqdm.auto import tqdm
 
 from astra_verl.strict import SettingsError
-from env_registry.clikit import UsageError, add_quiet, run_cli
+from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 from env_registry.export import (
     DEFAULT_INTERACTION,
     DEFAULT_SYSTEM_PROMPT,
@@ -85,6 +84,8 @@ def _csv(value: str | None) -> list[str] | None:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
+    if args.n < 1:  # a run that would produce nothing: say so before the store is created
+        raise UsageError(f"generate --n {args.n}: ask for at least 1 environment")
     try:
         stream = iter_generate(
             args.n, args.seed, args.max_hops, _csv(args.domains), scenario_types=_csv(args.scenario_types)
@@ -184,7 +185,7 @@ def _admit(args: argparse.Namespace, store, incoming: Iterable[_Incoming], rejec
         failing: dict[str, list] = {}
         if not args.no_replay:
             specs = [item.spec for item in pending]
-            failing = asyncio.run(validate_stream(specs, concurrency=args.concurrency, progress=False)).issues
+            failing = run_async(validate_stream(specs, concurrency=args.concurrency, progress=False)).issues
         good = []
         for item in pending:
             if item.spec.id in failing:
@@ -305,7 +306,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         raise UsageError(f"not in the store: {missing[:5]}")
     t0 = time.perf_counter()
     try:
-        report = asyncio.run(
+        report = run_async(
             validate_stream(
                 (store.get(i) for i in ids),
                 replay=not args.no_replay,
@@ -542,6 +543,8 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag of `python -m env_registry`. Over 60 lines because it is one
+    declarative table, read top to bottom as `--help` prints it."""
     p = argparse.ArgumentParser(
         prog="python -m env_registry", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )

@@ -10,7 +10,8 @@ Exit status, the same everywhere:
     130  interrupted (Ctrl-C); finished work is saved and the same command continues
 
 `run_cli` is each CLI's one top-level handler: errors it knows print one line on stderr saying
-what was wrong, where, and what to do, never a traceback. `-q/--quiet` is the one progress flag.
+what was wrong, where, and what to do, never a traceback. `run_async` is the CLIs' `asyncio.run`:
+one Ctrl-C stops it at once. `-q/--quiet` is the one progress flag.
 
 This module sits in env_registry because that is the lowest layer with a command line; the
 synthesis pipelines and the evaluation import it from there.
@@ -19,9 +20,13 @@ synthesis pipelines and the evaluation import it from there.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import errno
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 __all__ = [
     "EXIT_FAILED",
@@ -31,8 +36,11 @@ __all__ = [
     "UsageError",
     "add_quiet",
     "describe_os_error",
+    "run_async",
     "run_cli",
 ]
+
+T = TypeVar("T")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -92,3 +100,43 @@ def run_cli(
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def run_async(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)`, where Ctrl-C cancels `main` at once and then raises KeyboardInterrupt.
+
+    Why not plain `asyncio.run`: its SIGINT handler is a Python-level handler, which runs only
+    when the main thread wakes up. The kernel may hand a Ctrl-C to any thread of the process (an
+    executor thread, jemalloc's background thread); the event loop, asleep in `epoll_wait` on a
+    slow server, then hears of it only when that server answers, minutes later (CI saw this). A
+    loop signal handler also writes to the loop's wake-up pipe, so the loop wakes whichever
+    thread took the signal. Where SIGINT is ignored (a background job) it stays ignored."""
+    wanted = threading.current_thread() is threading.main_thread() and (
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    return asyncio.run(_interruptible(main) if wanted else main)
+
+
+async def _interruptible(main: Coroutine[Any, Any, T]) -> T:
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None  # asyncio.run runs this coroutine as a task
+    interrupted = False
+
+    def on_sigint() -> None:
+        nonlocal interrupted
+        interrupted = True
+        task.cancel()
+
+    loop.add_signal_handler(signal.SIGINT, on_sigint)
+    try:
+        result = await main
+    except asyncio.CancelledError:
+        if interrupted:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+    if interrupted:  # `main` swallowed the cancellation: the user still asked to stop
+        raise KeyboardInterrupt
+    return result

@@ -31,9 +31,11 @@ from astra_verl.rollout.call_log import CallStatus, EpisodeLog
 from astra_verl.rollout.context import drop_worker_context, worker_context
 from astra_verl.sandbox import SandboxPool
 from data_synth.llm import LLMClient, ScriptedBackend
-
-# ReplayError and parse_call are re-exported: the family parses ground truth (env validation replays it too)
+from env_registry.clikit import run_async
 from env_registry.families.bfcl import BfclEntry, Call, ReplayError, parse_call, turn_calls  # noqa: F401
+
+# ReplayError and parse_call (imported above) are re-exported: the family parses ground truth (env
+# validation replays it too).
 
 DONE_TEXT = "Done."
 
@@ -167,7 +169,7 @@ def run_replay(
         await evaluate(data, episode, pool, results, model=label, concurrency=concurrency, progress=progress)
 
     if via == "chat":
-        asyncio.run(_chat_replay(data, plans, sandbox, finish))
+        run_async(_chat_replay(data, plans, sandbox, finish))
     elif via == "agent-loop":
         if not model_dir:
             raise ValueError("--via agent-loop needs --model-dir (a tokenizer + model directory)")

@@ -28,7 +28,6 @@ entry could not run, 2 the command could not start, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import re
@@ -60,7 +59,7 @@ from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.sandbox import SandboxConfig, SandboxPool
 from astra_verl.strict import SettingsError
 from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, PreflightError, build_client, preflight
-from env_registry.clikit import UsageError, add_quiet, run_cli
+from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, BfclDataError, build
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
@@ -91,6 +90,8 @@ def _sandbox(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Every subcommand and flag of `python -m astra_verl.eval`. Over 60 lines because it is one
+    declarative table, read top to bottom as `--help` prints it."""
     parser = argparse.ArgumentParser(
         prog="python -m astra_verl.eval", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -282,7 +283,7 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
         finally:
             await client.aclose()
 
-    counts = asyncio.run(main())
+    counts = run_async(main())
     print(
         f"ran {counts['run']} entries ({counts['errors']} errors), {counts['skipped']} already scored", file=sys.stderr
     )
@@ -332,7 +333,7 @@ def cmd_score(args: argparse.Namespace) -> int:
                 changed += verdict.valid != record["valid"]
                 record.update(valid=verdict.valid, verdict=verdict.to_dict(), version=RESULTS_VERSION)
 
-    asyncio.run(main())
+    run_async(main())
     models = sorted({r.get("model", "?") for r in scored})
     print(f"re-scored {len(scored)} episodes; {changed} verdicts changed", file=sys.stderr)
     if args.write:

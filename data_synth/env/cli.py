@@ -36,7 +36,6 @@ rejected, or `run` produced no environment; 2 the command could not start; 130 i
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
 import sys
@@ -68,7 +67,7 @@ from data_synth.pipeline import (
 from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
 from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
-from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
+from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
 from env_registry.store import EnvStore
 
 PIPELINE = "env"
@@ -498,7 +497,7 @@ def _command(args: argparse.Namespace) -> int:
         refuse_an_unpublishable_dry_run(args, llm)
     prepare_run_dir(args, PIPELINE, STEPS, COMMAND_STEPS[args.command], step_settings(args))
     steps = ["synthesize", "publish"] if args.command == "run" else [args.command]
-    asyncio.run(run.run(steps))
+    run_async(run.run(steps))
     funnel = env_funnel(args.run_dir)
     funnel.save(args.run_dir / "funnel.json")
     print("\n" + funnel.table())

@@ -41,7 +41,6 @@ Train on the result with verl's SFT trainer and
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -59,7 +58,7 @@ from data_synth.traj.graph import plot_graph, write_graphml
 from data_synth.traj.ingest import expand_paths
 from data_synth.traj.records import GraphRecord, Server
 from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
-from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_cli
+from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
 
 PIPELINE = "traj"
 LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
@@ -316,7 +315,7 @@ def _command(args: argparse.Namespace) -> int:
         import ray  # lazy: Ray is heavy and only --ray needs it
 
         ray.init(address=None if args.ray == "local" else args.ray, ignore_reinit_error=True)
-    return asyncio.run(_main(args, cfg))
+    return run_async(_main(args, cfg))
 
 
 def main(argv: list[str] | None = None) -> int:

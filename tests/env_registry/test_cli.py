@@ -142,6 +142,10 @@ def test_common_mistakes_end_in_one_line_and_exit_2_never_a_traceback(tmp_path, 
     assert main(["--store", str(store), "-q", "generate", "--n", "2", "--domains", "bogus"]) == 2
     assert "unknown domain(s) ['bogus']" in capsys.readouterr().err
     assert not store.exists()
+    # so is a run that would generate nothing (it used to exit 0 with an empty store)
+    assert main(["--store", str(store), "-q", "generate", "--n", "0"]) == 2
+    assert "ask for at least 1 environment" in capsys.readouterr().err
+    assert not store.exists()
 
     # an output folder that cannot be created names the path and what to do
     assert main(["--store", str(store_path), "-q", "export-parquet", "--out", str(a_file / "out")]) == 2

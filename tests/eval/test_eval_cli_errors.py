@@ -88,7 +88,10 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
             try:
                 assert asked.wait(240), err_file.read_text()[-3000:]
                 os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends: to the whole group
-                proc.wait(timeout=180)
+                try:
+                    proc.wait(timeout=180)
+                except subprocess.TimeoutExpired:
+                    pytest.fail(f"still running 180 s after Ctrl-C; its stderr:\n{err_file.read_text()[-3000:]}")
             finally:
                 if proc.poll() is None:
                     os.killpg(proc.pid, signal.SIGKILL)
