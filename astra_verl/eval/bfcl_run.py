@@ -140,7 +140,10 @@ async def evaluate(
 ) -> dict[str, int]:
     """Run and score every entry not yet scored in `results`; `run_episode(i)` returns
     (EpisodeLog, messages, usage) for entry i. Exceptions in `errors` become error records;
-    anything else propagates (a bug, or the sandbox itself failing)."""
+    anything else propagates (a bug, or the sandbox itself failing).
+
+    Over 60 lines because the cancellation rules (first failure, Ctrl-C) must see the same task
+    list and progress bar as the episode closure; the comments below say why each step is there."""
     todo = [i for i, e in enumerate(data.entries) if not results.done(e.id)]
     counts = {"run": 0, "valid": 0, "errors": 0, "skipped": len(data.entries) - len(todo)}
     gate = asyncio.Semaphore(max(1, concurrency))

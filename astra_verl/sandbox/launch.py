@@ -217,7 +217,10 @@ def describe_isolation(
 
     `features` are what a started worker measured (its hello: Landlock ABI, uid drop, private
     tmpfs); without them the Landlock ABI and root-ness are read from this process and the private
-    tmpfs is reported as conditional."""
+    tmpfs is reported as conditional.
+
+    Over 60 lines: one clause per isolation layer, outermost first, so the paragraph reads as
+    the code does."""
     config = config or SandboxConfig()
     backend = backend or resolve_backend(config.backend)
     if features is None:

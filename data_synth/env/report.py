@@ -27,6 +27,9 @@ def env_funnel(run_dir: str | Path) -> Funnel:
 
 
 def write_env_report(run_dir: str | Path) -> Path:
+    """The environment-synthesis report: funnel, then one section per quality measure, each a table
+    and a plot. Over 60 lines because it lists the sections in the order the report shows them;
+    each section is a few calls on `Report`."""
     run_dir = Path(run_dir)
     funnel = env_funnel(run_dir)
     funnel.save(run_dir / "funnel.json")

@@ -226,7 +226,11 @@ async def run_chain(
     sandbox in the next, and no step waits for the slowest record of the one before. Each
     step writes its own file exactly as `run_step` would, with the same resume rules: a
     record resumes at the first step without a final envelope for it. `concurrency` bounds
-    input records in flight (a fan-out step's outputs travel within their input's slot)."""
+    input records in flight (a fan-out step's outputs travel within their input's slot).
+
+    Over 60 lines because `advance` and `root` are closures over the shared in-flight state
+    (stats, resume index, appenders, slots, progress bar) that the cleanup below must also
+    reach; as separate functions they would pass all six around."""
     if not steps:
         return []
     for a, b in zip(steps, steps[1:], strict=False):

@@ -442,7 +442,11 @@ def run(
 ) -> None:
     """Body of the forked session process; never returns. Confines itself, waits for its program,
     loads it and serves calls. Imports already go through `stdlib_fds` (`reroot_imports`, done by
-    the worker)."""
+    the worker).
+
+    Over 60 lines because it is the process's whole life in order (parent-death signal, uid,
+    confinement, program, call loop, exit): each phase depends on the process state the one
+    before left, and one place owns the exit status."""
     code = 0
     try:
         confine.set_parent_death_signal(signal.SIGKILL)
