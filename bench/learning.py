@@ -1,6 +1,6 @@
 """What training buys: SFT on golden demonstrations, then GRPO, measured on train and held-out environments.
 
-    .venv/bin/python bench/learning.py --tier quick   # tiny random Qwen2 (1M parameters), about 20 min on 2 idle cores
+    .venv/bin/python bench/learning.py --tier quick   # tiny random Qwen2 (1M parameters), 3 seeds, 60 min on 2 cores
     .venv/bin/python bench/learning.py --tier real    # SmolLM2-135M-Instruct (`python -m astra_verl.models smollm2`)
 
 Every stage is the command a user runs (as `make demo` does), in a fresh process:
@@ -49,6 +49,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from astra_verl.demo import read_metrics, run  # noqa: E402
@@ -83,6 +84,11 @@ class Tier:
     rollout_n: int = 4
     train_batch: int = 2
     seeds: tuple[int, ...] = (0, 1, 2)
+    # verl 0.9.1's SFT trainer shuffles with DistributedSampler's fixed seed 0 whatever `trainer.seed`
+    # says, so from one pretrained model every seed trained the same checkpoint (seeds 0 and 1 of the
+    # real tier: byte-identical). With this set, seed N's demonstrations are the export permuted by N
+    # (seed 0: the export's own order). The quick tier's seeds differ by the random model already.
+    sft_order_by_seed: bool = False
     extra_grpo: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -114,6 +120,7 @@ REAL = Tier(
     test_freq=8,
     grpo_lr=1e-6,
     seeds=(0,),
+    sft_order_by_seed=True,
 )
 TIERS = {t.name: t for t in (QUICK, REAL)}
 
@@ -163,21 +170,26 @@ def build_data(tier: Tier, tokenizer: Path, root: Path) -> dict[str, Path]:
     return out
 
 
-def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> tuple[dict, dict]:
+def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> tuple[dict, dict, float]:
     """The untrained model on every split, greedy (`eval envs`, the episodes verl's validation runs):
-    per split its means, and per split the F1 of each environment."""
-    scores, rows = {}, {}
+    per split its means, per split the F1 of each environment, and the seconds the evaluations took
+    when they ran (a split found finished keeps the time it recorded; NaN if it recorded none)."""
+    scores, rows, seconds = {}, {}, 0.0
     limits = [
         f"data.max_prompt_length={tier.max_prompt_length}",
         f"data.max_response_length={tier.max_response_length}",
     ]
     for split, parquet in data.items():
         run_dir = out / split
+        timing = run_dir / "bench.seconds"
         if not (run_dir / "manifest.json").exists():
+            t0 = time.perf_counter()
             run(py("-m", "astra_verl.eval", "envs", "--data", str(parquet), "--model-path", str(model),
                    "--out", str(run_dir), "--label", "base", "--concurrency", "32",
                    *[a for o in limits for a in ("--override", o)]),
                 out.parent, timeout=4 * HOUR)  # fmt: skip
+            timing.write_text(f"{time.perf_counter() - t0:.1f}")
+        seconds += float(timing.read_text()) if timing.exists() else float("nan")
         records = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines() if line]
         calls = sum(r["calls"] for r in records)
         scores[split] = {
@@ -186,7 +198,20 @@ def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> 
             "turns": sum(r["turns"] for r in records) / len(records),
         }
         rows[split] = {r["env_id"]: r["f1"] for r in records}
-    return scores, rows
+    return scores, rows, seconds
+
+
+def demonstrations_for_seed(tier: Tier, seed: int, demos: Path, out: Path) -> Path:
+    """The SFT file this seed trains on: `demos` itself, or (`sft_order_by_seed`, seed > 0) its rows
+    permuted by the seed, written once to `out/sft.parquet`."""
+    if not tier.sft_order_by_seed or seed == 0:
+        return demos
+    path = out / "sft.parquet"
+    if not path.exists():
+        rows = pd.read_parquet(demos)
+        order = np.random.default_rng(seed).permutation(len(rows))
+        rows.iloc[order].reset_index(drop=True).to_parquet(path)
+    return path
 
 
 def sft(tier: Tier, seed: int, model: Path, demos: Path, out: Path) -> tuple[Path, float, int]:
@@ -408,13 +433,22 @@ def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
 
     def verdict(what: str, column: str, start: str, end: str, target: float = 0.0) -> None:
         split = {"train_greedy": "train"}.get(column, column)
+        if column == "train_T" and start == end:  # a window compared with itself says nothing
+            lines.append(f"- {what}: n/a (one sampled window: needs --grpo-steps beyond --test-freq)")
+            return
         if len(runs) >= 2 or column == "train_T":
             mean, se = rise(runs, column, start, end)
             over = f"{len(runs)} seeds"
         else:  # one seed: the SE over environments, paired (each environment before and after)
             mean, se, n = row_rise(runs[0], split, start, end)
             over = f"{n} {split} environments, seed {runs[0].seed}"
-        ok = mean > 2 * se and mean >= target if not math.isnan(se) else False
+        if math.isnan(mean):
+            lines.append(f"- {what}: n/a (nothing measured at both points over {over})")
+            return
+        if math.isnan(se):  # nothing to judge against: say why instead of printing "± nan: MISSED"
+            lines.append(f"- {what}: {mean:+.3f}, n/a (no standard error over {over}: needs 2 or more)")
+            return
+        ok = mean > 2 * se and mean >= target
         want = f">= {target} and " if target else ""
         lines.append(f"- {what}: {mean:+.3f} ± {se:.3f} over {over} (target {want}> 2 SE): {'met' if ok else 'MISSED'}")
 
@@ -423,6 +457,7 @@ def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
     verdict(f"GRPO, train reward (T), steps 1-{first} -> the {tier.test_freq} before {last}", "train_T", first, last)
     verdict("SFT, held-out data F1, base -> step 0", "heldout_data", "base", "0", 0.3 if tier.model != "tiny" else 0.0)
     verdict(f"GRPO, held-out data F1, step 0 -> {last}", "heldout_data", "0", last)
+    verdict("SFT, held-out shape F1, base -> step 0", "heldout_shape", "base", "0")
     return lines
 
 
@@ -454,7 +489,9 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         f"- GRPO: {tier.grpo_steps} steps, lr {tier.grpo_lr}, temperature {tier.temperature}, batch {tier.train_batch} "
         f"prompts x n={tier.rollout_n}, validation every {tier.test_freq} steps (greedy)",
         f"- {machine()}",
-        f"- wall time {wall_s / 60:.1f} min; per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]), '.0f')} s "
+        f"- wall time of this invocation {wall_s / 60:.1f} min (a stage found finished in the run folder is "
+        "reused, not rerun; the stage times are those recorded when each stage ran)",
+        f"- per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]), '.0f')} s "
         f"(median {fmt(mean_se(sft_s), '.2f')} s/step), GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]), '.0f')} s "
         f"(median {fmt(mean_se(grpo_s), '.2f')} s/step; start-up and validations on top), base-model evaluation "
         f"{fmt(mean_se([r.seconds['base_eval'] for r in runs]), '.0f')} s",
@@ -505,12 +542,11 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     data = data or build_data(tier, model, out)
     seconds["setup"] = time.perf_counter() - t0
     base_dir = (seed_dir if tier.model == "tiny" else out) / "base-eval"
-    t0 = time.perf_counter()
-    base_scores, base_rows = evaluate_base(tier, model, data, base_dir)
+    base_scores, base_rows, seconds["base_eval"] = evaluate_base(tier, model, data, base_dir)
     base = base_row(base_scores)
-    seconds["base_eval"] = time.perf_counter() - t0
     print(f"seed {seed}: base model {base}", flush=True)
-    checkpoint, seconds["sft"], _ = sft(tier, seed, model, out / "data" / "sft.parquet", seed_dir)
+    demos = demonstrations_for_seed(tier, seed, out / "data" / "sft.parquet", seed_dir)
+    checkpoint, seconds["sft"], _ = sft(tier, seed, model, demos, seed_dir)
     losses = read_metrics(seed_dir / "sft.metrics.jsonl")
     loss = [losses[s]["train/loss"] for s in sorted(losses) if "train/loss" in losses[s]]
     print(f"seed {seed}: SFT loss {loss[0]:.3f} -> {loss[-1]:.3f} in {seconds['sft']:.0f} s", flush=True)

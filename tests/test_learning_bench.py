@@ -88,5 +88,41 @@ def test_one_seed_is_judged_over_environments_paired(tmp_path):
     run_ = learning.SeedRun(0, base, learning.curve(metrics(0.5, 0.7, [0.3] * 4)), {}, (7.0, 0.1), rows)
     mean, se, n = learning.row_rise(run_, "heldout_data", "0", "4")
     assert (mean, n) == (0.25, 4) and se == pytest.approx(0.1443, abs=1e-3)
-    line = learning.verdicts(learning.QUICK, [run_])[3]
-    assert "over 4 heldout_data environments, seed 0" in line and line.endswith("MISSED")  # 0.25 < 2 x 0.144
+    lines = learning.verdicts(learning.QUICK, [run_])
+    assert "over 4 heldout_data environments, seed 0" in lines[3] and lines[3].endswith("MISSED")  # 0.25 < 2 x 0.144
+    # the sampled reward of one seed has no SE to judge by: said, not printed as "± nan: MISSED"
+    assert lines[1].endswith("n/a (one sampled window: needs --grpo-steps beyond --test-freq)"), lines[1]
+    # no held-out-shape rows in this dump: said, not printed as "nan ± nan: MISSED"
+    assert (
+        lines[4]
+        == "- SFT, held-out shape F1, base -> step 0: n/a (nothing measured at both points over 0 heldout_shape environments, seed 0)"
+    )
+    two_windows = {**metrics(0.5, 0.7, [0.3] * 4), 8: {"astra/reward_all_groups/mean": 0.4, **val(0.8, 0.2)}}
+    run_ = learning.SeedRun(0, base, learning.curve(two_windows), {}, (7.0, 0.1), rows)
+    line = learning.verdicts(learning.QUICK, [run_])[1]  # the sampled reward of one seed has no SE to judge by
+    assert line.endswith(": +0.100, n/a (no standard error over 1 seeds: needs 2 or more)"), line
+
+
+def test_a_one_step_run_says_its_sampled_window_cannot_be_judged():
+    base = {"train_greedy": 0.0, "heldout_data": 0.0, "heldout_shape": 0.0, "invalid_rate": 0.0, "turns": 1.0}
+    one_step = {0: val(0.5, 0.1), 1: {"astra/reward_all_groups/mean": 0.3, "timing_s/step": 3.0, **val(0.6, 0.1)}}
+    runs = [learning.SeedRun(s, base, learning.curve(one_step), {}, (7.0, 0.1)) for s in range(3)]
+    line = learning.verdicts(learning.QUICK, runs)[1]
+    assert line.endswith("n/a (one sampled window: needs --grpo-steps beyond --test-freq)"), line
+
+
+def test_a_pretrained_tiers_seeds_train_on_differently_ordered_demonstrations(tmp_path):
+    """verl's SFT sampler ignores trainer.seed: without this every real-tier seed trained one checkpoint."""
+    import pandas as pd
+
+    demos = tmp_path / "sft.parquet"
+    pd.DataFrame({"messages": [f"row {i}" for i in range(12)]}).to_parquet(demos)
+    assert learning.demonstrations_for_seed(learning.REAL, 0, demos, tmp_path / "s0") == demos
+    assert learning.demonstrations_for_seed(learning.QUICK, 1, demos, tmp_path / "q1") == demos
+    orders = []
+    for seed in (1, 2):
+        (tmp_path / f"s{seed}").mkdir()
+        path = learning.demonstrations_for_seed(learning.REAL, seed, demos, tmp_path / f"s{seed}")
+        orders.append(list(pd.read_parquet(path)["messages"]))
+    assert all(sorted(o) == sorted(f"row {i}" for i in range(12)) for o in orders)  # same rows
+    assert orders[0] != orders[1] and [f"row {i}" for i in range(12)] not in orders
