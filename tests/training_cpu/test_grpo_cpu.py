@@ -120,6 +120,10 @@ def test_astra_grpo_step_scores_real_sandboxed_tool_calls(
             "data.max_prompt_length=1536",
             "data.max_response_length=256",
             "trainer.total_training_steps=1",
+            # 8 samples per prompt, not the recipe's 4: the 60-step tiny model sometimes degenerates into
+            # repeated `<tool_call>` openers, and once (under load) all 8 of 2 x 4 samples did, failing
+            # the assertions below for a reason that is not the plugin's; 16 samples make that rare.
+            "actor_rollout_ref.rollout.n=8",
             f"trainer.rollout_data_dir={dump}",
         ),
         cwd=tmp_path,
