@@ -16,6 +16,9 @@ Every stage is the command a user runs (as `make demo` does), in a fresh process
 5. GRPO: verl's PPO loop from the SFT checkpoint (`main_ppo +recipe=astra_cpu`) with verl's own
    validation (`val_before_train`, every `test_freq` steps, greedy: no batch filling) on the three
    splits; each split's rows carry its name as `data_source`, so verl reports each split apart.
+   `--grpo-steps 0` stops after SFT and scores its checkpoint on every split with `eval envs` instead
+   (the episodes verl's validation runs, `tests/training_cpu/test_eval_envs_agreement.py`; on 2 cores
+   a fraction of the GRPO stage's two validations), for measuring SFT's transfer over more seeds.
 
 Measured per step and seed, then mean ± standard error over seeds:
 
@@ -170,10 +173,12 @@ def build_data(tier: Tier, tokenizer: Path, root: Path) -> dict[str, Path]:
     return out
 
 
-def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> tuple[dict, dict, float]:
-    """The untrained model on every split, greedy (`eval envs`, the episodes verl's validation runs):
-    per split its means, per split the F1 of each environment, and the seconds the evaluations took
-    when they ran (a split found finished keeps the time it recorded; NaN if it recorded none)."""
+def evaluate(
+    tier: Tier, model: Path, data: dict[str, Path], out: Path, label: str = "base"
+) -> tuple[dict, dict, float]:
+    """A model on every split, greedy (`eval envs`, the episodes verl's validation runs): per split
+    its means, per split the F1 of each environment, and the seconds the evaluations took when they
+    ran (a split found finished keeps the time it recorded; NaN if it recorded none)."""
     scores, rows, seconds = {}, {}, 0.0
     limits = [
         f"data.max_prompt_length={tier.max_prompt_length}",
@@ -185,7 +190,7 @@ def evaluate_base(tier: Tier, model: Path, data: dict[str, Path], out: Path) -> 
         if not (run_dir / "manifest.json").exists():
             t0 = time.perf_counter()
             run(py("-m", "astra_verl.eval", "envs", "--data", str(parquet), "--model-path", str(model),
-                   "--out", str(run_dir), "--label", "base", "--concurrency", "32",
+                   "--out", str(run_dir), "--label", label, "--concurrency", "32",
                    *[a for o in limits for a in ("--override", o)]),
                 out.parent, timeout=4 * HOUR)  # fmt: skip
             timing.write_text(f"{time.perf_counter() - t0:.1f}")
@@ -299,13 +304,14 @@ def curve(steps: dict[int, dict[str, float]]) -> dict[int, dict[str, float]]:
     return out
 
 
-def base_row(base: dict[str, dict[str, float]]) -> dict[str, float]:
+def row_of(scores: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The table's columns from `evaluate`'s per-split means."""
     return {
-        "train_greedy": base["train"]["f1"],
-        "heldout_data": base["heldout_data"]["f1"],
-        "heldout_shape": base["heldout_shape"]["f1"],
-        "invalid_rate": base["train"]["invalid_rate"],
-        "turns": base["train"]["turns"],
+        "train_greedy": scores["train"]["f1"],
+        "heldout_data": scores["heldout_data"]["f1"],
+        "heldout_shape": scores["heldout_shape"]["f1"],
+        "invalid_rate": scores["train"]["invalid_rate"],
+        "turns": scores["train"]["turns"],
     }
 
 
@@ -428,7 +434,8 @@ def fmt(cell: tuple[float, float], spec: str = ".3f") -> str:
 
 
 def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
-    last = str(max(set.intersection(*(set(r.steps) for r in runs))))
+    validated = set.intersection(*(set(r.steps) for r in runs))
+    last = str(max(validated))
     lines = []
 
     def verdict(what: str, column: str, start: str, end: str, target: float = 0.0) -> None:
@@ -452,10 +459,15 @@ def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
         want = f">= {target} and " if target else ""
         lines.append(f"- {what}: {mean:+.3f} ± {se:.3f} over {over} (target {want}> 2 SE): {'met' if ok else 'MISSED'}")
 
-    first = str(min(s for s in set.intersection(*(set(r.steps) for r in runs)) if s > 0))
+    sft_target = 0.3 if tier.model != "tiny" else 0.0
+    if validated == {0}:  # --grpo-steps 0: SFT only, nothing of GRPO to judge
+        verdict("SFT, held-out data F1, base -> after SFT", "heldout_data", "base", "0", sft_target)
+        verdict("SFT, held-out shape F1, base -> after SFT", "heldout_shape", "base", "0")
+        return lines
+    first = str(min(s for s in validated if s > 0))
     verdict(f"GRPO, train reward (greedy), step 0 -> {last}", "train_greedy", "0", last)
     verdict(f"GRPO, train reward (T), steps 1-{first} -> the {tier.test_freq} before {last}", "train_T", first, last)
-    verdict("SFT, held-out data F1, base -> step 0", "heldout_data", "base", "0", 0.3 if tier.model != "tiny" else 0.0)
+    verdict("SFT, held-out data F1, base -> step 0", "heldout_data", "base", "0", sft_target)
     verdict(f"GRPO, held-out data F1, step 0 -> {last}", "heldout_data", "0", last)
     verdict("SFT, held-out shape F1, base -> step 0", "heldout_shape", "base", "0")
     return lines
@@ -472,7 +484,8 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         "|---|" + "---|" * len(COLUMNS),
     ]
     for name, cells in table.items():
-        label = {"base": "base model", "step 0": "SFT (GRPO step 0)"}.get(name, f"GRPO {name}")
+        after_sft = "SFT (GRPO step 0)" if tier.grpo_steps else "SFT (eval envs, greedy)"
+        label = {"base": "base model", "step 0": after_sft}.get(name, f"GRPO {name}")
         lines.append(f"| {label} | " + " | ".join(fmt(cells[c]) for c in COLUMNS) + " |")
     lines += ["", "Mean ± standard error over seeds " + ", ".join(str(r.seed) for r in runs) + "."]
     lines += ["", "## Verdicts", "", *verdicts(tier, runs)]
@@ -486,15 +499,25 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         + "; ".join(f"{s.name} {s.envs} envs (seed {s.seed}, {', '.join(s.scenario_types)})" for s in tier.splits),
         f"- SFT: {tier.sft_steps} steps, lr {tier.sft_lr}, batch {tier.sft_batch}, recovery share {tier.recovery_share}; "
         f"loss {sum(r.sft_loss[0] for r in runs) / len(runs):.2f} -> {sum(r.sft_loss[1] for r in runs) / len(runs):.3f}",
-        f"- GRPO: {tier.grpo_steps} steps, lr {tier.grpo_lr}, temperature {tier.temperature}, batch {tier.train_batch} "
-        f"prompts x n={tier.rollout_n}, validation every {tier.test_freq} steps (greedy)",
+        (
+            f"- GRPO: {tier.grpo_steps} steps, lr {tier.grpo_lr}, temperature {tier.temperature}, batch "
+            f"{tier.train_batch} prompts x n={tier.rollout_n}, validation every {tier.test_freq} steps (greedy)"
+            if tier.grpo_steps
+            else "- GRPO: not run (--grpo-steps 0); the SFT checkpoint scored by `python -m astra_verl.eval envs`, "
+            "greedy, on every split"
+        ),
         f"- {machine()}",
         f"- wall time of this invocation {wall_s / 60:.1f} min (a stage found finished in the run folder is "
         "reused, not rerun; the stage times are those recorded when each stage ran)",
         f"- per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]), '.0f')} s "
         f"(median {fmt(mean_se(sft_s), '.2f')} s/step), GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]), '.0f')} s "
         f"(median {fmt(mean_se(grpo_s), '.2f')} s/step; start-up and validations on top), base-model evaluation "
-        f"{fmt(mean_se([r.seconds['base_eval'] for r in runs]), '.0f')} s",
+        f"{fmt(mean_se([r.seconds['base_eval'] for r in runs]), '.0f')} s"
+        + (
+            f", SFT-checkpoint evaluation {fmt(mean_se([r.seconds['sft_eval'] for r in runs]), '.0f')} s"
+            if all("sft_eval" in r.seconds for r in runs)
+            else ""
+        ),
     ]
     path = out / "learning.md"
     path.write_text("\n".join(lines) + "\n")
@@ -542,19 +565,26 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     data = data or build_data(tier, model, out)
     seconds["setup"] = time.perf_counter() - t0
     base_dir = (seed_dir if tier.model == "tiny" else out) / "base-eval"
-    base_scores, base_rows, seconds["base_eval"] = evaluate_base(tier, model, data, base_dir)
-    base = base_row(base_scores)
+    base_scores, base_rows, seconds["base_eval"] = evaluate(tier, model, data, base_dir)
+    base = row_of(base_scores)
     print(f"seed {seed}: base model {base}", flush=True)
     demos = demonstrations_for_seed(tier, seed, out / "data" / "sft.parquet", seed_dir)
     checkpoint, seconds["sft"], _ = sft(tier, seed, model, demos, seed_dir)
     losses = read_metrics(seed_dir / "sft.metrics.jsonl")
     loss = [losses[s]["train/loss"] for s in sorted(losses) if "train/loss" in losses[s]]
     print(f"seed {seed}: SFT loss {loss[0]:.3f} -> {loss[-1]:.3f} in {seconds['sft']:.0f} s", flush=True)
-    steps, seconds["grpo"] = grpo(tier, seed, checkpoint, data, seed_dir)
     seconds["sft_step"] = sft_step_seconds(seed_dir / "sft.log")
-    seconds["grpo_step"] = grpo_step_seconds(steps)
-    rows = {"base": base_rows, **validation_rows(seed_dir / "validation", split_of_envs(data))}
-    run_ = SeedRun(seed, base, curve(steps), seconds, (loss[0], loss[-1]), rows)
+    if tier.grpo_steps > 0:
+        steps, seconds["grpo"] = grpo(tier, seed, checkpoint, data, seed_dir)
+        seconds["grpo_step"] = grpo_step_seconds(steps)
+        rows = {"base": base_rows, **validation_rows(seed_dir / "validation", split_of_envs(data))}
+        validated = curve(steps)
+    else:  # SFT only: its checkpoint scored as the base model was (step "0" = after SFT, as verl numbers it)
+        sft_scores, sft_rows, seconds["sft_eval"] = evaluate(tier, checkpoint, data, seed_dir / "sft-eval", "sft")
+        seconds["grpo"], seconds["grpo_step"] = 0.0, float("nan")
+        rows = {"base": base_rows, "0": sft_rows}
+        validated = {0: row_of(sft_scores)}
+    run_ = SeedRun(seed, base, validated, seconds, (loss[0], loss[-1]), rows)
     for s, row in run_.steps.items():
         print(f"seed {seed} step {s}: " + ", ".join(f"{k} {v:.3f}" for k, v in row.items()), flush=True)
     return run_, data
@@ -566,7 +596,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=None, help="run folder (default runs/learning/<tier>)")
     p.add_argument("--seeds", default=None, help="comma-separated (default: the tier's, 0,1,2)")
     p.add_argument("--sft-steps", type=int, default=None)
-    p.add_argument("--grpo-steps", type=int, default=None)
+    p.add_argument(
+        "--grpo-steps", type=int, default=None, help="0: stop after SFT and score its checkpoint with `eval envs`"
+    )
     p.add_argument("--test-freq", type=int, default=None, help="GRPO steps between validations")
     p.add_argument("--temperature", type=float, default=None, help="GRPO rollout temperature")
     p.add_argument("--grpo-lr", type=float, default=None)

@@ -126,3 +126,31 @@ def test_a_pretrained_tiers_seeds_train_on_differently_ordered_demonstrations(tm
         orders.append(list(pd.read_parquet(path)["messages"]))
     assert all(sorted(o) == sorted(f"row {i}" for i in range(12)) for o in orders)  # same rows
     assert orders[0] != orders[1] and [f"row {i}" for i in range(12)] not in orders
+
+
+def test_an_sft_only_run_is_judged_on_sft_alone(tmp_path):
+    """--grpo-steps 0: step 0 is the SFT checkpoint scored by eval envs; only SFT's verdicts, over seeds."""
+    base = {"train_greedy": 0.0, "heldout_data": 0.0, "heldout_shape": 0.0, "invalid_rate": 0.0, "turns": 1.0}
+    scores = [
+        {
+            "train": {"f1": 0.8, "invalid_rate": 0.1, "turns": 3.0},
+            "heldout_data": {"f1": h},
+            "heldout_shape": {"f1": 0.2},
+        }
+        for h in (0.2, 0.3)
+    ]
+    runs = [learning.SeedRun(s, base, {0: learning.row_of(sc)}, {}, (1.0, 0.01)) for s, sc in enumerate(scores)]
+    lines = learning.verdicts(learning.REAL, runs)
+    assert len(lines) == 2, lines
+    assert (
+        lines[0]
+        == "- SFT, held-out data F1, base -> after SFT: +0.250 ± 0.050 over 2 seeds (target >= 0.3 and > 2 SE): MISSED"
+    )
+    assert lines[1].startswith("- SFT, held-out shape F1, base -> after SFT: +0.200 ± 0.000 over 2 seeds")
+    tier = learning.replace(learning.REAL, grpo_steps=0, seeds=(0, 1))
+    for r in runs:
+        r.seconds.update(sft=100.0, sft_step=10.0, grpo=0.0, grpo_step=float("nan"), base_eval=5.0, sft_eval=7.0)
+    report = learning.write_report(tier, runs, tmp_path, 60.0, ["--tier", "real", "--grpo-steps", "0"]).read_text()
+    assert "| SFT (eval envs, greedy) | 0.800 ± 0.000 |" in report, report
+    assert "GRPO: not run (--grpo-steps 0)" in report and "SFT-checkpoint evaluation 7 ± 0 s" in report
+    assert (tmp_path / "learning.png").exists()
