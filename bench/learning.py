@@ -510,8 +510,14 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         f"- wall time of this invocation {wall_s / 60:.1f} min (a stage found finished in the run folder is "
         "reused, not rerun; the stage times are those recorded when each stage ran)",
         f"- per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]), '.0f')} s "
-        f"(median {fmt(mean_se(sft_s), '.2f')} s/step), GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]), '.0f')} s "
-        f"(median {fmt(mean_se(grpo_s), '.2f')} s/step; start-up and validations on top), base-model evaluation "
+        f"(median {fmt(mean_se(sft_s), '.2f')} s/step), "
+        + (
+            f"GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]), '.0f')} s "
+            f"(median {fmt(mean_se(grpo_s), '.2f')} s/step; start-up and validations on top), "
+            if tier.grpo_steps
+            else ""
+        )
+        + "base-model evaluation "
         f"{fmt(mean_se([r.seconds['base_eval'] for r in runs]), '.0f')} s"
         + (
             f", SFT-checkpoint evaluation {fmt(mean_se([r.seconds['sft_eval'] for r in runs]), '.0f')} s"

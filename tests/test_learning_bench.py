@@ -153,4 +153,5 @@ def test_an_sft_only_run_is_judged_on_sft_alone(tmp_path):
     report = learning.write_report(tier, runs, tmp_path, 60.0, ["--tier", "real", "--grpo-steps", "0"]).read_text()
     assert "| SFT (eval envs, greedy) | 0.800 ± 0.000 |" in report, report
     assert "GRPO: not run (--grpo-steps 0)" in report and "SFT-checkpoint evaluation 7 ± 0 s" in report
+    assert "GRPO 0" not in report and "s/step), base-model evaluation 5 ± 0 s" in report, report
     assert (tmp_path / "learning.png").exists()
