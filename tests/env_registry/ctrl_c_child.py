@@ -44,6 +44,10 @@ def restores() -> None:
 
 
 def main(mode: str) -> int:
+    # Start as a command typed at a terminal does. A process started in the background by a shell
+    # without job control (`cmd &` in a script, as a CI runner may start the suite) inherits SIGINT
+    # ignored, and then run_async rightly leaves it ignored: the cases below would test that instead.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if mode == "restores":
         restores()
         return 0
