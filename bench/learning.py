@@ -473,6 +473,23 @@ def verdicts(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
     return lines
 
 
+def stage_times(tier: Tier, runs: Sequence[SeedRun]) -> list[str]:
+    """Each stage's seconds per seed (mean ± SE), the stages this run had."""
+
+    def seconds(key: str, spec: str = ".0f") -> str:
+        return fmt(mean_se([r.seconds[key] for r in runs]), spec)
+
+    parts = [f"SFT {seconds('sft')} s (median {seconds('sft_step', '.2f')} s/step)"]
+    if tier.grpo_steps:
+        parts.append(
+            f"GRPO {seconds('grpo')} s (median {seconds('grpo_step', '.2f')} s/step; start-up and validations on top)"
+        )
+    parts.append(f"base-model evaluation {seconds('base_eval')} s")
+    if not tier.grpo_steps:
+        parts.append(f"SFT-checkpoint evaluation {seconds('sft_eval')} s")
+    return parts
+
+
 def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, argv: Sequence[str]) -> Path:
     table = aggregate(runs)
     lines = [
@@ -489,8 +506,6 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         lines.append(f"| {label} | " + " | ".join(fmt(cells[c]) for c in COLUMNS) + " |")
     lines += ["", "Mean ± standard error over seeds " + ", ".join(str(r.seed) for r in runs) + "."]
     lines += ["", "## Verdicts", "", *verdicts(tier, runs)]
-    sft_s = [r.seconds["sft_step"] for r in runs]
-    grpo_s = [r.seconds["grpo_step"] for r in runs]
     lines += [
         "",
         "## Settings, machine, time",
@@ -509,21 +524,7 @@ def write_report(tier: Tier, runs: Sequence[SeedRun], out: Path, wall_s: float, 
         f"- {machine()}",
         f"- wall time of this invocation {wall_s / 60:.1f} min (a stage found finished in the run folder is "
         "reused, not rerun; the stage times are those recorded when each stage ran)",
-        f"- per seed: SFT {fmt(mean_se([r.seconds['sft'] for r in runs]), '.0f')} s "
-        f"(median {fmt(mean_se(sft_s), '.2f')} s/step), "
-        + (
-            f"GRPO {fmt(mean_se([r.seconds['grpo'] for r in runs]), '.0f')} s "
-            f"(median {fmt(mean_se(grpo_s), '.2f')} s/step; start-up and validations on top), "
-            if tier.grpo_steps
-            else ""
-        )
-        + "base-model evaluation "
-        f"{fmt(mean_se([r.seconds['base_eval'] for r in runs]), '.0f')} s"
-        + (
-            f", SFT-checkpoint evaluation {fmt(mean_se([r.seconds['sft_eval'] for r in runs]), '.0f')} s"
-            if all("sft_eval" in r.seconds for r in runs)
-            else ""
-        ),
+        "- per seed: " + ", ".join(stage_times(tier, runs)),
     ]
     path = out / "learning.md"
     path.write_text("\n".join(lines) + "\n")
@@ -587,7 +588,6 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
         validated = curve(steps)
     else:  # SFT only: its checkpoint scored as the base model was (step "0" = after SFT, as verl numbers it)
         sft_scores, sft_rows, seconds["sft_eval"] = evaluate(tier, checkpoint, data, seed_dir / "sft-eval", "sft")
-        seconds["grpo"], seconds["grpo_step"] = 0.0, float("nan")
         rows = {"base": base_rows, "0": sft_rows}
         validated = {0: row_of(sft_scores)}
     run_ = SeedRun(seed, base, validated, seconds, (loss[0], loss[-1]), rows)

