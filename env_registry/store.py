@@ -43,6 +43,7 @@ import fcntl
 import json
 import os
 import struct
+import sys
 import threading
 import time
 import zlib
@@ -206,11 +207,16 @@ class EnvStore:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip() or "an unknown process"
             os.close(fd)
             raise StoreLocked(
-                f"{self.path} is open for writing by another process; stores have one writer at a time "
-                "(readers need no lock: open with mode='r')"
+                f"{self.path} is open for writing by {holder}; stores have one writer at a time: wait for "
+                "it to finish or stop it (readers need no lock: open with mode='r')"
             ) from None
+        # Who holds the lock, for the error a second writer gets: the lock itself is the flock, so a
+        # stale line left by a crashed writer is harmless (the next writer overwrites it).
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} ({' '.join(sys.argv)[:200]})".encode(), 0)
         self._lock_fd = fd
 
     # -- index --------------------------------------------------------------------------

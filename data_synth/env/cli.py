@@ -55,11 +55,11 @@ from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify, quality_threshold
 from data_synth.llm import LLMConfig, LLMSettingsError, add_llm_arguments, preflight
 from data_synth.pipeline import (
+    RunDirError,
     RunStats,
     Shard,
     Step,
     StepContext,
-    StoreError,
     read_outputs,
     run_chain,
     run_step,
@@ -68,7 +68,7 @@ from data_synth.pipeline.manifest import ManifestError, file_digest, read_manife
 from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
-from env_registry.store import EnvStore
+from env_registry.store import EnvStore, StoreError
 
 PIPELINE = "env"
 # The step files each command writes, in pipeline order (`verify` also runs `select`).
@@ -513,6 +513,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run_cli(
         lambda: _command(args),
-        usage_errors=(SeedError, LLMSettingsError, ManifestError, StoreError),  # PreflightError is one
+        usage_errors=(SeedError, LLMSettingsError, ManifestError, RunDirError, StoreError),  # PreflightError is one
         interrupted="finished records are saved; rerun the same command to continue",
     )

@@ -35,7 +35,7 @@ from data_synth.pipeline.runner import (
     run_step,
 )
 from data_synth.pipeline.shard import Shard
-from data_synth.pipeline.store import Appender, StoreError, read_envelopes, step_file, step_files
+from data_synth.pipeline.store import Appender, RunDirError, read_envelopes, step_file, step_files
 
 __all__ = [
     "Appender",
@@ -49,7 +49,7 @@ __all__ = [
     "Step",
     "StepContext",
     "StepCounts",
-    "StoreError",
+    "RunDirError",
     "gather_or_cancel",
     "process_one",
     "read_envelopes",

@@ -43,7 +43,7 @@ from data_synth.llm.client import LLMClient, usage_scope
 from data_synth.llm.types import LLMOutputError, LLMUnavailable
 from data_synth.pipeline.records import Envelope, Record, Reject
 from data_synth.pipeline.shard import Shard
-from data_synth.pipeline.store import Appender, StoreError, read_envelopes, step_file
+from data_synth.pipeline.store import Appender, RunDirError, read_envelopes, step_file
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,7 @@ def _finished(run_dir: str | Path, step: Step) -> dict[str, Envelope]:
     done = {k: e for k, e in read_envelopes(run_dir, step.name).items() if e.final}
     for key, env in done.items():
         if env.status == "ok" and env.record_version != step.output_type.VERSION:
-            raise StoreError(
+            raise RunDirError(
                 f"{step.name}: record {key} has version {env.record_version}, this code writes version "
                 f"{step.output_type.VERSION}; continue in a fresh run directory"
             )
@@ -313,7 +313,7 @@ def read_outputs(run_dir: str | Path, step: str, record_type: type[R]) -> list[R
         if env.status != "ok":
             continue
         if env.record_version != record_type.VERSION:
-            raise StoreError(
+            raise RunDirError(
                 f"{step}: record {key} has version {env.record_version}, {record_type.__name__} is version "
                 f"{record_type.VERSION}; rerun the step into a fresh run directory"
             )
@@ -321,6 +321,6 @@ def read_outputs(run_dir: str | Path, step: str, record_type: type[R]) -> list[R
             try:
                 records.append(record_type.model_validate(raw))
             except ValidationError as e:
-                raise StoreError(f"{step}: record {key} is not a valid {record_type.__name__}: {e}") from None
+                raise RunDirError(f"{step}: record {key} is not a valid {record_type.__name__}: {e}") from None
     records.sort(key=lambda r: r.key)
     return records

@@ -7,7 +7,7 @@ Crash safety: each envelope is one `write` of one line on an O_APPEND descriptor
 an `fsync` (shared by concurrent records: `append_async`); a record counts as done only once
 that returned. A process killed mid-write leaves at
 most one torn last line: readers skip it, and the next writer of that file cuts it off before
-appending. A torn line anywhere else is corruption and raises `StoreError` naming file and
+appending. A torn line anywhere else is corruption and raises `RunDirError` naming file and
 line. De-duplication on read: for each key a final envelope (ok / rejected) beats an error,
 and the first final one wins, so a record processed twice (two runs racing on one shard)
 still reads once.
@@ -30,8 +30,9 @@ from data_synth.pipeline.shard import Shard
 log = logging.getLogger(__name__)
 
 
-class StoreError(RuntimeError):
-    pass
+class RunDirError(RuntimeError):
+    """A run directory's step files are torn or of another version (not the environment store's
+    `env_registry.store.StoreError`)."""
 
 
 def step_file(run_dir: str | Path, step: str, shard: Shard | None = None) -> Path:
@@ -62,11 +63,11 @@ def _read_file(path: Path) -> Iterator[Envelope]:
             if last and torn_tail:
                 log.warning("%s: ignoring a torn last line (a write was interrupted)", path)
                 return
-            raise StoreError(
+            raise RunDirError(
                 f"{path}:{n}: not a valid envelope ({e.errors()[0]['msg']}); the file is corrupt"
             ) from None
         if env.v != ENVELOPE_VERSION:
-            raise StoreError(f"{path}:{n}: envelope version {env.v}, this code reads {ENVELOPE_VERSION}")
+            raise RunDirError(f"{path}:{n}: envelope version {env.v}, this code reads {ENVELOPE_VERSION}")
         yield env
 
 

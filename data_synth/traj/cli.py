@@ -49,7 +49,7 @@ from typing import Any
 import yaml
 
 from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, add_llm_arguments, preflight
-from data_synth.pipeline import RunStats, Shard, StoreError, read_envelopes, read_outputs
+from data_synth.pipeline import RunDirError, RunStats, Shard, read_envelopes, read_outputs
 from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
 from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
 from data_synth.traj import astra_import
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_cli(
         lambda: _command(args),
-        usage_errors=(LLMSettingsError, ManifestError, StoreError),  # PreflightError is one
+        usage_errors=(LLMSettingsError, ManifestError, RunDirError),  # PreflightError is one
         interrupted="finished records are saved; rerun the same command to continue",
     )
 

@@ -26,6 +26,15 @@ def respond(step, payload):
 """
 
 
+HOLD_STORE = """
+import sys, time
+from env_registry.store import EnvStore
+store = EnvStore.open(sys.argv[1], "a")
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
 def _cmd(run_dir, responder, *extra, allow_scripted=True):
     return [
         sys.executable, "-m", "data_synth", "env", "run", "--run-dir", str(run_dir), "--mode", "domain",
@@ -51,6 +60,18 @@ def test_dry_run_end_to_end(tmp_path):
     publish = [sys.executable, "-m", "data_synth", "env", "publish", "--run-dir", str(run_dir)]
     refused = subprocess.run(publish, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert refused.returncode == 2 and "data_synth.env.canned:respond answered, not a model" in refused.stderr
+    # A store held by another writer: one line naming the store and the holder, exit 2, no traceback.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_STORE, str(run_dir / "envs")], stdout=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        locked = subprocess.run([*publish, "--allow-scripted"], capture_output=True, text=True, cwd=REPO, timeout=300)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert locked.returncode == 2 and "Traceback" not in locked.stderr, locked.stderr[-3000:]
+    assert f"{run_dir / 'envs'} is open for writing by pid {holder.pid}" in locked.stderr, locked.stderr
     with EnvStore.open(run_dir / "envs") as store:
         envs = list(store)
         assert len(envs) == 8

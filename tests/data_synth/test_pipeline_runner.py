@@ -18,10 +18,10 @@ from data_synth.pipeline import (
     Funnel,
     Record,
     Reject,
+    RunDirError,
     Shard,
     Step,
     StepContext,
-    StoreError,
     read_envelopes,
     read_outputs,
     run_chain,
@@ -131,7 +131,7 @@ def test_corrupt_middle_line_names_file_and_line(tmp_path):
     path.write_text(
         '{"v": 1, "step": "s", "key": "a", "status": "ok"}\ngarbage\n{"v": 1, "step": "s", "key": "b", "status": "ok"}\n'
     )
-    with pytest.raises(StoreError, match=r"s\.jsonl:2"):
+    with pytest.raises(RunDirError, match=r"s\.jsonl:2"):
         read_envelopes(tmp_path, "s")
 
 
