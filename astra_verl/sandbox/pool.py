@@ -48,7 +48,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from . import launch
+from . import frames, launch
 from .config import SandboxConfig
 from .inside import wire
 from .protocol import CallResult, ErrorKind, Program, Sandbox, Session
@@ -163,7 +163,14 @@ def validate_program(program: Program) -> str | None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         return f"duplicate module name(s): {', '.join(dupes)}"
-    size = sum(len(m.source.encode("utf-8", "replace")) for m in program.modules)
+    size = 0
+    for m in program.modules:
+        if not isinstance(m.source, str):
+            return f"module {m.name!r}: its source is a {type(m.source).__name__}, not a string"
+        try:
+            size += len(m.source.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form, so no source to compile
+            return f"module {m.name!r}: its source is not valid Unicode (character {exc.start} is a lone surrogate)"
     if size > MAX_PROGRAM_BYTES:
         return f"the program's source is {size:,} bytes, more than the limit of {MAX_PROGRAM_BYTES:,}"
     return None
@@ -363,7 +370,11 @@ class _Worker:
         except (OSError, SandboxError):
             self.pending.pop(key, None)
             raise
-        proc.reader, proc.writer = await asyncio.open_connection(sock=proc.channel, limit=1 << 16)
+        try:
+            proc.reader, proc.writer = await asyncio.open_connection(sock=proc.channel, limit=1 << 16)
+        except BaseException:
+            proc.close()
+            raise
         return proc
 
     # ---------------------------------------------------------------- death
@@ -596,7 +607,8 @@ class SandboxPool(Sandbox):
 
     async def _start_process(self, st: _State) -> None:
         """Start (or restart) the session's process; sets st.proc, or st.fatal for a program that
-        cannot load. Raises SandboxError when the sandbox itself fails."""
+        cannot load. Raises SandboxError when the sandbox itself fails; whatever it raises, no
+        process it started stays alive."""
         last: Exception | None = None
         for _attempt in range(3):
             worker = await self._pick_worker()
@@ -608,52 +620,52 @@ class SandboxPool(Sandbox):
                 last = exc
                 continue
             try:
-                ready = await asyncio.wait_for(self._read_frame(proc), self.config.load_timeout_s)
-            except asyncio.TimeoutError:
+                retry = await self._load(st, proc)
+            except BaseException:
                 proc.close()
-                st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
+                raise
+            if retry is None:
                 return
-            except wire.ProtocolError:
-                proc.close()
-                st.fatal = "the program interfered with the sandbox while loading"
-                return
-            except (asyncio.IncompleteReadError, ConnectionError):
-                kind, why = await proc.lost(self.config)
-                proc.close()
-                if not worker.alive:
-                    last = SandboxError(f"sandbox worker {worker.slot} died while starting a session")
-                    continue
-                st.fatal = f"the program failed while loading: {why}"
-                return
-            if ready.get("op") == "fatal":
-                proc.close()
-                raise SandboxError(f"session could not be isolated: {ready.get('error')}")
-            if ready.get("op") != "ready":
-                proc.close()
-                st.fatal = "the program interfered with the sandbox while loading"
-                return
-            errors = ready.get("errors") or {}
-            st.load_errors = {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {}
-            if st.names <= set(st.load_errors):  # nothing callable: no process needed
-                proc.close()
-                return
-            st.proc = proc
-            return
+            last = retry
         raise SandboxError(f"could not start a session process: {last}")
+
+    async def _load(self, st: _State, proc: _SessionProc) -> SandboxError | None:
+        """Wait for the session process to confine itself and load the program; keeps it in
+        st.proc, or sets st.fatal (closing it), or returns the error to retry on another worker."""
+        try:
+            async with _timeout(self.config.load_timeout_s):
+                refused = frames.confined(await self._read_frame(proc))
+                if refused is not None:
+                    raise SandboxError(f"session could not be isolated: {refused}")
+                ready = await self._read_frame(proc)
+            st.load_errors = frames.load_errors(ready, st.names, self.config.max_output_chars)
+        except asyncio.TimeoutError:
+            proc.close()
+            st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
+            return None
+        except wire.ProtocolError:
+            proc.close()
+            st.fatal = "the program interfered with the sandbox while loading"
+            return None
+        except (asyncio.IncompleteReadError, ConnectionError):
+            kind, why = await proc.lost(self.config)
+            proc.close()
+            if not proc.worker.alive:
+                return SandboxError(f"sandbox worker {proc.worker.slot} died while starting a session")
+            st.fatal = f"the program failed while loading: {why}"
+            return None
+        if st.names <= set(st.load_errors):  # nothing callable: no process needed
+            proc.close()
+            return None
+        st.proc = proc
+        return None
 
     async def _read_frame(self, proc: _SessionProc) -> dict:
         header = await proc.reader.readexactly(wire.HEADER.size)
         (n,) = wire.HEADER.unpack(header)
         if n > self._max_frame:
             raise wire.ProtocolError(f"frame of {n} bytes exceeds the limit of {self._max_frame}")
-        payload = await proc.reader.readexactly(n)
-        try:
-            obj = json.loads(payload)
-        except ValueError as exc:
-            raise wire.ProtocolError(f"frame is not JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise wire.ProtocolError("frame is not a JSON object")
-        return obj
+        return frames.decode(await proc.reader.readexactly(n))
 
     async def call(self, session: Session, module: str, function: str, kwargs: dict) -> CallResult:
         t0 = time.perf_counter()
@@ -698,7 +710,7 @@ class SandboxPool(Sandbox):
             try:
                 async with _timeout(self.config.call_timeout_s):
                     resp = await self._roundtrip(proc, frame)
-                return self._result(resp, call_id)
+                return frames.call_result(resp, call_id, self.config.max_output_chars)
             except asyncio.TimeoutError:
                 st.proc = None
                 proc.close()
@@ -722,22 +734,6 @@ class SandboxPool(Sandbox):
         proc.writer.write(frame)
         await proc.writer.drain()
         return await self._read_frame(proc)
-
-    @staticmethod
-    def _result(resp: dict, call_id: int) -> CallResult:
-        if resp.get("id") != call_id or not isinstance(resp.get("ok"), bool):
-            raise wire.ProtocolError(f"unexpected reply {str(resp)[:100]!r}")
-        stdout = resp.get("stdout") or ""
-        if resp["ok"]:
-            out = resp.get("out")
-            if not isinstance(out, str) or not isinstance(stdout, str):
-                raise wire.ProtocolError("reply fields have the wrong types")
-            return CallResult(ok=True, output=out, stdout=stdout)
-        try:
-            kind = ErrorKind(resp.get("kind"))
-        except ValueError:
-            raise wire.ProtocolError(f"unknown error kind {resp.get('kind')!r}") from None
-        return _failure(kind, str(resp.get("msg") or kind.value), str(stdout))
 
     async def close_session(self, session: Session) -> None:
         st = self._sessions.pop(session.id, None)
