@@ -60,6 +60,9 @@ def f():
 def raw():
     libc = ctypes.CDLL(None, use_errno=True)
     return [libc.syscall(319 if os.uname().machine == "x86_64" else 279, b"x", 0), ctypes.get_errno()]
+def callback():
+    hook = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int)(lambda x: 2 * x)  # libffi closures need no memfd
+    return hook(21)
 def shared_anonymous():
     import mmap
     m = mmap.mmap(-1, 600 << 20, flags=mmap.MAP_SHARED)  # shared, but address space: RLIMIT_AS counts it
@@ -71,6 +74,7 @@ async def test_memfd_memory_is_refused(pool):
     r = await run(pool, MEMFD)
     assert r.error_kind is ErrorKind.FORBIDDEN and "memfd_create" in r.message, r
     assert (await run(pool, MEMFD, "raw")).output == "[-1, 1]"  # EPERM, through ctypes too
+    assert (await run(pool, MEMFD, "callback")).output == "42"
     r = await run(pool, MEMFD, "shared_anonymous")
     assert not r.ok and r.error_kind in (ErrorKind.EXCEPTION, ErrorKind.MEMORY), r  # ENOMEM under RLIMIT_AS
 
