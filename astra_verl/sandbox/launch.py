@@ -16,11 +16,13 @@ Both: every session then confines itself (inside/confine.py): own uid, rlimits, 
 from __future__ import annotations
 
 import functools
+import glob
 import importlib.util
 import json
 import logging
 import os
 import shutil
+import site
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -35,6 +37,7 @@ SANDBOX_PKG_ROOT = "/opt/astra-sandbox"  # where bwrap mounts PKG_ROOT for the w
 SANDBOX_WORK_ROOT = "/tmp/sessions"
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib64", "/lib32", "/libx32")
 SYSTEM_FILES = ("/etc/localtime", "/etc/ld.so.cache")
+PACKAGE_DIR_NAMES = ("site-packages", "dist-packages")
 WORKER_ENV = {"LANG": "C.UTF-8", "PATH": "/usr/bin:/bin", "MALLOC_ARENA_MAX": "2"}
 # Session processes each worker keeps forked and confined, waiting for a program (inside/worker.py):
 # an open is then a hand-off. Two cover a worker's next opens while it forks their replacements.
@@ -58,11 +61,63 @@ def python_dirs() -> list[str]:
 
 
 def read_paths() -> list[str]:
-    """What a session may read (Landlock): system libraries, the Python install, a few /etc files."""
+    """What a session may read, coarsely (the per-session Landlock layer): system libraries, the
+    Python install, a few /etc and /dev files. `fine_read_paths` is the same without the
+    interpreters' package directories (the shared layer)."""
     paths = [os.path.realpath(p) for p in SYSTEM_DIRS if os.path.exists(p)]
     paths += python_dirs()
     paths += ["/dev/null", "/dev/urandom", "/dev/zero", *SYSTEM_FILES]
     return list(dict.fromkeys(p for p in paths if os.path.exists(p)))
+
+
+def hidden_dirs() -> list[str]:
+    """The package directories of the interpreters whose trees sessions may read: this Python's
+    base install (its stdlib dir holds its site-packages) and a system Python under /usr (its
+    dist-packages). "Standard library only" means these stay out of reach; the packages a pool
+    exposes (`SandboxConfig.packages`) are granted one by one."""
+    roots = [*python_dirs(), "/usr", "/usr/local"]
+    found = [p for r in roots for kind in PACKAGE_DIR_NAMES for p in glob.glob(f"{r}/lib*/python3*/{kind}")]
+    found += site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
+    return sorted({os.path.realpath(p) for p in found if os.path.isdir(p)})
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path.startswith(root.rstrip("/") + "/")
+
+
+def carve(paths: list[str], hidden: list[str]) -> tuple[list[str], list[str]]:
+    """`paths` with every directory of `hidden` cut out, as (granted, listed): a path above a
+    hidden dir is replaced by its entries (recursively, down to the hidden dir, which is left
+    out) and itself only listed. Landlock can only grant, never deny below a grant, so this is
+    how a tree minus a subtree is expressed; listing a directory is one right that then covers
+    its whole tree, so the hidden dir's entry names stay listable, their contents unreadable.
+    An entry that is a symbolic link into or above a hidden dir is left out."""
+    granted: list[str] = []
+    listed: list[str] = []
+    for path in paths:
+        if path in hidden:
+            continue
+        if not any(_beneath(h, path) for h in hidden) or not os.path.isdir(path):
+            granted.append(path)
+            continue
+        listed.append(path)
+        for name in sorted(os.listdir(path)):
+            child = os.path.join(path, name)
+            real = os.path.realpath(child)
+            if real != child and (real in hidden or any(_beneath(h, real) for h in hidden)):
+                continue
+            more_granted, more_listed = carve([real], hidden)
+            granted += more_granted
+            listed += more_listed
+    return list(dict.fromkeys(granted)), list(dict.fromkeys(listed))
+
+
+def fine_read_paths(packages: dict[str, str]) -> tuple[list[str], list[str]]:
+    """What a session may read, exactly (the worker's shared Landlock layer), as (readable,
+    listable only): `read_paths` less the interpreters' package directories, plus the exposed
+    packages' own directories."""
+    granted, listed = carve(read_paths(), hidden_dirs())
+    return granted + list(packages.values()), listed
 
 
 def package_dirs(names: tuple[str, ...]) -> dict[str, str]:
@@ -123,6 +178,12 @@ def bwrap_args(config: SandboxConfig) -> list[str]:
         args += ["--ro-bind", d, d]
     for f in SYSTEM_FILES:
         args += ["--ro-bind-try", f, f]
+    # An empty tmpfs over every interpreter package dir in the bound trees ("standard library
+    # only"); the exposed packages' dirs are bound after it, so one of them inside it still shows.
+    bound = [*SYSTEM_DIRS, *python_dirs()]
+    for d in hidden_dirs():
+        if any(_beneath(d, os.path.realpath(b)) for b in bound):
+            args += ["--size", str(1 << 20), "--tmpfs", d]
     for d in package_dirs(config.packages).values():
         args += ["--ro-bind", d, d]
     args += ["--ro-bind", os.path.join(PKG_ROOT, "inside"), f"{SANDBOX_PKG_ROOT}/inside"]
@@ -152,6 +213,7 @@ def worker_command(
         "landlock": config.landlock,
         "tmp_mb": config.tmp_mb,
         "read_paths": read_paths() + list(packages.values()),
+        "fine_read_paths": fine_read_paths(packages),  # [readable, listable only]
         "packages": packages,
         "preload": list(config.preload),
         "max_output_chars": config.max_output_chars,
@@ -253,7 +315,8 @@ def describe_isolation(
     )
     if abi:
         parts.append(
-            f"Landlock ABI {abi}: read-only Python and system libs, read-write own work dir, nothing else"
+            f"Landlock ABI {abi}: read-only standard library and system libs (no site-packages), "
+            "read-write own work dir, nothing else"
             + (", no TCP" if abi >= 4 else "")
             + (", signals and abstract sockets scoped" if abi >= 6 else "")
         )
@@ -270,7 +333,7 @@ def describe_isolation(
         parts.append(f"imported by the workers before forking sessions: {', '.join(config.preload)}")
     parts.append(
         f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to itself only, no ptrace, "
-        "namespaces, mounts, bpf, io_uring, SysV IPC"
+        "namespaces, mounts, bpf, io_uring, SysV IPC, memfd, inotify/fanotify, timestamp and xattr writes"
     )
     parts.append(f"{config.call_timeout_s:g} s wall clock and {config.max_output_chars} chars of output per call")
     return "; ".join(parts)

@@ -39,8 +39,6 @@ import random
 import resource
 import secrets
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -48,91 +46,20 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from . import launch
+from . import frames, launch
 from .config import SandboxConfig
 from .inside import wire
 from .protocol import CallResult, ErrorKind, Program, Sandbox, Session
+from .supervise import WORKER_START_TIMEOUT_S, SandboxError, SessionProc, WorkerProc
+from .timeouts import timeout
 
 logger = logging.getLogger("astra_verl.sandbox")
 
 RESET_NOTE = "The episode's tool state was reset: the next call starts from a fresh state."
 MAX_PROGRAM_BYTES = 8 << 20
-WORKER_START_TIMEOUT_S = 30.0
-EXIT_STATUS_WAIT_S = 2.0
 MAX_START_FAILURES = 5
 UID_RANGE = 1 << 24  # sessions' uids lie in [uid_base, uid_base + UID_RANGE) (config.py checks the room)
 REPLACE_GRACE_S = 2.0  # between a worker's death and its report and replacement (see _worker_died)
-
-
-class SandboxError(RuntimeError):
-    """The sandbox itself failed (no worker could start, a session could not be confined), or
-    the caller misused it (unknown session). Never raised for anything tool code does."""
-
-
-def _host_pid(pidfd: int) -> int | None:
-    """The pid, in our namespace, of the process a pidfd refers to (from /proc/self/fdinfo)."""
-    try:
-        with open(f"/proc/self/fdinfo/{pidfd}") as f:
-            for line in f:
-                if line.startswith("Pid:"):
-                    pid = int(line.split()[1])
-                    return pid if pid > 0 else None
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def describe_exit(status: int | None, config: SandboxConfig) -> tuple[ErrorKind, str]:
-    """Why a session process ended, as an error kind and a model-readable sentence."""
-    if status is None:
-        return ErrorKind.CRASH, "the sandbox worker hosting this session died, and the session with it."
-    if os.WIFSIGNALED(status):
-        sig = os.WTERMSIG(status)
-        if sig == signal.SIGXCPU:
-            return ErrorKind.TIMEOUT, f"the session used up its CPU-time budget of {config.session_cpu_s} s."
-        if sig == signal.SIGSYS:
-            return ErrorKind.FORBIDDEN, "the tool made a system call the sandbox forbids and was killed."
-        if sig == signal.SIGKILL:
-            return ErrorKind.CRASH, "the tool's process was killed (SIGKILL), e.g. by a resource limit or from outside."
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return ErrorKind.CRASH, f"the tool's process crashed ({name})."
-    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == wire.EXIT_CHANNEL_LOST:
-        return ErrorKind.FORBIDDEN, "the tool closed or broke the sandbox's result channel."
-    if os.WIFEXITED(status):
-        return ErrorKind.CRASH, f"the tool ended its own process (exit status {os.WEXITSTATUS(status)}, e.g. os._exit)."
-    return ErrorKind.CRASH, f"the tool's process ended unexpectedly (wait status {status})."
-
-
-def _timeout(seconds: float):
-    """`asyncio.timeout` (3.11+: no extra task per call, which is most of a call's overhead here),
-    or an equivalent built on `loop.call_later` for Python 3.10."""
-    if hasattr(asyncio, "timeout"):
-        return asyncio.timeout(seconds)
-    return _Timeout310(seconds)
-
-
-class _Timeout310:
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.expired = False
-
-    async def __aenter__(self):
-        task = asyncio.current_task()
-        self.handle = asyncio.get_running_loop().call_later(self.seconds, self._expire, task)
-        return self
-
-    def _expire(self, task: asyncio.Task) -> None:
-        self.expired = True
-        task.cancel()
-
-    async def __aexit__(self, exc_type, exc, tb):
-        self.handle.cancel()
-        if self.expired and exc_type is asyncio.CancelledError:
-            raise asyncio.TimeoutError from None
-        return False
 
 
 def _raise_fd_limit(needed: int) -> None:
@@ -163,245 +90,17 @@ def validate_program(program: Program) -> str | None:
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
         return f"duplicate module name(s): {', '.join(dupes)}"
-    size = sum(len(m.source.encode("utf-8", "replace")) for m in program.modules)
+    size = 0
+    for m in program.modules:
+        if not isinstance(m.source, str):
+            return f"module {m.name!r}: its source is a {type(m.source).__name__}, not a string"
+        try:
+            size += len(m.source.encode("utf-8"))
+        except UnicodeEncodeError as exc:  # a lone surrogate: no UTF-8 form, so no source to compile
+            return f"module {m.name!r}: its source is not valid Unicode (character {exc.start} is a lone surrogate)"
     if size > MAX_PROGRAM_BYTES:
         return f"the program's source is {size:,} bytes, more than the limit of {MAX_PROGRAM_BYTES:,}"
     return None
-
-
-class _SessionProc:
-    """One live session process, as the pool sees it."""
-
-    def __init__(
-        self, worker: _Worker, pid_key: str, pidfd: int, channel: socket.socket, loop: asyncio.AbstractEventLoop
-    ):
-        self.worker = worker
-        self.key = pid_key
-        self.pidfd: int | None = pidfd
-        self.channel = channel  # the pool's end; wrapped in reader/writer by spawn()
-        self._pid: int | None = None
-        self.exit: asyncio.Future = loop.create_future()
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    @property
-    def pid(self) -> int | None:
-        """Host pid of the process (diagnostics only: read from the pidfd on first use, not per open)."""
-        if self._pid is None and self.pidfd is not None:
-            self._pid = _host_pid(self.pidfd)
-        return self._pid
-
-    def kill(self) -> None:
-        if self.pidfd is not None:
-            try:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            except (ProcessLookupError, OSError):
-                pass
-
-    def exited(self, status: int | None) -> None:
-        if not self.exit.done():
-            self.exit.set_result(status)
-        if self.pidfd is not None:
-            os.close(self.pidfd)
-            self.pidfd = None
-
-    def close(self) -> None:
-        self.kill()
-        if self.writer is not None:
-            self.writer.close()
-        else:
-            self.channel.close()
-
-    async def lost(self, config: SandboxConfig) -> tuple[ErrorKind, str]:
-        """Why the channel to this process ended: its exit status (which the worker reports just
-        after the process dies), or, if it is still alive, that the tool broke the channel."""
-        try:
-            status = await asyncio.wait_for(asyncio.shield(self.exit), EXIT_STATUS_WAIT_S)
-        except asyncio.TimeoutError:
-            self.kill()
-            return ErrorKind.FORBIDDEN, "the tool closed or broke the sandbox's result channel and was stopped."
-        return describe_exit(status, config)
-
-
-class _Worker:
-    """One warm worker process and its control channel."""
-
-    def __init__(self, pool: SandboxPool, slot: int):
-        self.pool = pool
-        self.slot = slot
-        self.loop = pool._loop
-        self.popen: subprocess.Popen | None = None
-        self.sock: socket.socket | None = None
-        self.buf = wire.FrameBuffer(max_frame=1 << 20)
-        self.hello: asyncio.Future = self.loop.create_future()
-        self.pending: dict[str, asyncio.Future] = {}
-        self.procs: dict[str, _SessionProc] = {}
-        self.send_lock = asyncio.Lock()
-        self.alive = False
-        self.pid: int | None = None
-        self.features: dict = {}
-
-    async def start(self) -> None:
-        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            cmd = launch.worker_command(
-                self.pool.backend, self.pool.config, child.fileno(), self.pool._work_root, self.pool._uid_block()
-            )
-            self.popen = subprocess.Popen(
-                cmd.argv,
-                pass_fds=[child.fileno()],
-                env=cmd.env,
-                cwd=cmd.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            self.pool._popens.append(self.popen)
-        except OSError as exc:
-            parent.close()
-            raise SandboxError(f"could not start sandbox worker {self.slot}: {exc}") from exc
-        finally:
-            child.close()
-        parent.setblocking(False)
-        self.sock = parent
-        self.alive = True
-        self.loop.add_reader(parent.fileno(), self._on_readable)
-        try:
-            await asyncio.wait_for(asyncio.shield(self.hello), WORKER_START_TIMEOUT_S)
-        except asyncio.TimeoutError:
-            self.kill()
-            raise SandboxError(f"sandbox worker {self.slot} did not start within {WORKER_START_TIMEOUT_S} s") from None
-        except SandboxError:
-            self.kill()
-            raise
-
-    # ---------------------------------------------------------------- control channel
-    def _on_readable(self) -> None:
-        while self.alive:
-            try:
-                data, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 16, wire.MAX_FDS_PER_READ)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
-                data, fds = b"", []
-            if not data and not fds:
-                self._died("its control channel closed")
-                return
-            self.buf.feed(data, fds)
-            try:
-                frames = list(self.buf.frames())
-            except wire.ProtocolError as exc:
-                self._died(f"it sent a malformed frame ({exc})")
-                return
-            for msg, msg_fds in frames:
-                self._dispatch(msg, msg_fds)
-
-    def _dispatch(self, msg: dict, fds: list[int]) -> None:
-        op = msg.get("op")
-        if op == "hello":
-            self.features = msg
-            if fds:
-                self.pid = _host_pid(fds[0])
-                for fd in fds:
-                    os.close(fd)
-            if not self.hello.done():
-                self.hello.set_result(msg)
-        elif op == "fatal":
-            for fd in fds:
-                os.close(fd)
-            self._died(f"it could not start: {msg.get('error')}")
-        elif op == "opened":
-            key = msg["sid"]
-            if len(fds) != 2:
-                for fd in fds:
-                    os.close(fd)
-                self._died(f"it answered an open with {len(fds)} descriptors instead of 2")
-                return
-            proc = _SessionProc(self, key, fds[0], socket.socket(fileno=fds[1]), self.loop)
-            self.procs[key] = proc
-            fut = self.pending.pop(key, None)
-            if fut is not None and not fut.done():
-                fut.set_result(proc)
-            else:  # the opener gave up meanwhile
-                proc.close()
-        elif op == "open_failed":
-            fut = self.pending.pop(msg["sid"], None)
-            if fut is not None and not fut.done():
-                fut.set_exception(SandboxError(f"worker {self.slot}: {msg.get('error')}"))
-        elif op == "exit":
-            proc = self.procs.pop(msg["sid"], None)
-            if proc is not None:
-                proc.exited(msg.get("status"))
-        else:
-            for fd in fds:
-                os.close(fd)
-
-    # ---------------------------------------------------------------- sessions
-    async def spawn(self, key: str, program: Program) -> _SessionProc:
-        """Have the worker hand `program` to a session process; returns once it reports the
-        process and its channel (the program then loads; the caller reads `ready`)."""
-        if not self.alive:
-            raise SandboxError(f"worker {self.slot} is not running")
-        fut = self.loop.create_future()
-        self.pending[key] = fut
-        try:
-            frame = wire.encode(
-                {
-                    "op": "open",
-                    "sid": key,
-                    "digest": program.digest,
-                    "modules": [[m.name, m.source] for m in program.modules],
-                }
-            )
-            async with self.send_lock:
-                await self.loop.sock_sendall(self.sock, frame)
-            proc = await asyncio.wait_for(fut, self.pool.config.load_timeout_s)
-        except asyncio.TimeoutError:
-            self.pending.pop(key, None)
-            self._died("it did not answer an open request in time")
-            raise SandboxError(f"worker {self.slot} hung while starting a session") from None
-        except (OSError, SandboxError):
-            self.pending.pop(key, None)
-            raise
-        proc.reader, proc.writer = await asyncio.open_connection(sock=proc.channel, limit=1 << 16)
-        return proc
-
-    # ---------------------------------------------------------------- death
-    def _died(self, why: str) -> None:
-        if not self.alive:
-            return
-        self.alive = False
-        if self.sock is not None:
-            self.loop.remove_reader(self.sock.fileno())
-            self.sock.close()
-        self.buf.close_fds()
-        err = SandboxError(f"sandbox worker {self.slot} died: {why}")
-        if not self.hello.done():
-            self.hello.set_exception(err)
-            self.hello.exception()  # mark retrieved
-        for fut in self.pending.values():
-            if not fut.done():
-                fut.set_exception(err)
-        self.pending.clear()
-        for proc in self.procs.values():
-            proc.kill()
-            proc.exited(None)
-        self.procs.clear()
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.kill()
-        self.pool._worker_died(self, why)
-
-    def kill(self) -> None:
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.kill()
-        self._died("stopped by the pool")
-
-    def reap(self) -> None:
-        if self.popen is not None:
-            try:
-                self.popen.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 @dataclass
@@ -412,7 +111,7 @@ class _State:
     program: Program
     names: frozenset[str]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    proc: _SessionProc | None = None
+    proc: SessionProc | None = None
     generation: int = 0
     fatal: str | None = None  # the whole program failed to load: every call is LOAD_ERROR
     load_errors: dict[str, str] = field(default_factory=dict)
@@ -426,7 +125,7 @@ class SandboxPool(Sandbox):
         self.config = config or SandboxConfig()
         self.backend = launch.resolve_backend(self.config.backend)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._workers: list[_Worker | None] = []
+        self._workers: list[WorkerProc | None] = []
         self._sessions: dict[str, _State] = {}
         self._slots: asyncio.Semaphore | None = None
         self._started: asyncio.Future | None = None
@@ -464,7 +163,7 @@ class SandboxPool(Sandbox):
             self._slots = asyncio.Semaphore(self.config.max_sessions)
             self._worker_ready = asyncio.Event()
             try:
-                workers = [_Worker(self, i) for i in range(self.config.workers)]
+                workers = [WorkerProc(self, i) for i in range(self.config.workers)]
                 self._workers[:] = workers
                 results = await asyncio.gather(*(w.start() for w in workers), return_exceptions=True)
                 errors = [r for r in results if isinstance(r, BaseException)]
@@ -510,7 +209,7 @@ class SandboxPool(Sandbox):
         return launch.describe_isolation(self.config, self.backend, features)
 
     # ---------------------------------------------------------------- workers
-    def _worker_died(self, worker: _Worker, why: str) -> None:
+    def _worker_died(self, worker: WorkerProc, why: str) -> None:
         # While the pool starts, start() decides: all workers failing is a setup error, not a crash.
         if self._closing or self._stopped.is_set() or self._loop.is_closed() or not self._started.done():
             return
@@ -521,19 +220,19 @@ class SandboxPool(Sandbox):
             # still runs) and is gone before it ends; a timer, unlike a task, leaves nothing pending.
             self._restarts[slot] = self._loop.call_later(REPLACE_GRACE_S, self._replace, slot, worker, why)
 
-    def _replace(self, slot: int, old: _Worker, why: str) -> None:
+    def _replace(self, slot: int, old: WorkerProc, why: str) -> None:
         if self._closing or self._stopped.is_set():
             self._restarts.pop(slot, None)
             return
         logger.warning("sandbox worker %d (pid %s) died: %s; starting a replacement", slot, old.pid, why)
         self._restarts[slot] = self._loop.create_task(self._restart(slot, old))
 
-    async def _restart(self, slot: int, old: _Worker) -> None:
+    async def _restart(self, slot: int, old: WorkerProc) -> None:
         await asyncio.to_thread(old.reap)
         delay = 0.05
         try:
             while not self._closing:
-                worker = _Worker(self, slot)
+                worker = WorkerProc(self, slot)
                 try:
                     await worker.start()
                 except SandboxError as exc:
@@ -553,7 +252,7 @@ class SandboxPool(Sandbox):
         finally:
             self._restarts.pop(slot, None)
 
-    async def _pick_worker(self) -> _Worker:
+    async def _pick_worker(self) -> WorkerProc:
         deadline = time.monotonic() + WORKER_START_TIMEOUT_S
         while True:
             if self._broken:
@@ -596,7 +295,8 @@ class SandboxPool(Sandbox):
 
     async def _start_process(self, st: _State) -> None:
         """Start (or restart) the session's process; sets st.proc, or st.fatal for a program that
-        cannot load. Raises SandboxError when the sandbox itself fails."""
+        cannot load. Raises SandboxError when the sandbox itself fails; whatever it raises, no
+        process it started stays alive."""
         last: Exception | None = None
         for _attempt in range(3):
             worker = await self._pick_worker()
@@ -608,52 +308,52 @@ class SandboxPool(Sandbox):
                 last = exc
                 continue
             try:
-                ready = await asyncio.wait_for(self._read_frame(proc), self.config.load_timeout_s)
-            except asyncio.TimeoutError:
+                retry = await self._load(st, proc)
+            except BaseException:
                 proc.close()
-                st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
+                raise
+            if retry is None:
                 return
-            except wire.ProtocolError:
-                proc.close()
-                st.fatal = "the program interfered with the sandbox while loading"
-                return
-            except (asyncio.IncompleteReadError, ConnectionError):
-                kind, why = await proc.lost(self.config)
-                proc.close()
-                if not worker.alive:
-                    last = SandboxError(f"sandbox worker {worker.slot} died while starting a session")
-                    continue
-                st.fatal = f"the program failed while loading: {why}"
-                return
-            if ready.get("op") == "fatal":
-                proc.close()
-                raise SandboxError(f"session could not be isolated: {ready.get('error')}")
-            if ready.get("op") != "ready":
-                proc.close()
-                st.fatal = "the program interfered with the sandbox while loading"
-                return
-            errors = ready.get("errors") or {}
-            st.load_errors = {str(k): str(v) for k, v in errors.items()} if isinstance(errors, dict) else {}
-            if st.names <= set(st.load_errors):  # nothing callable: no process needed
-                proc.close()
-                return
-            st.proc = proc
-            return
+            last = retry
         raise SandboxError(f"could not start a session process: {last}")
 
-    async def _read_frame(self, proc: _SessionProc) -> dict:
+    async def _load(self, st: _State, proc: SessionProc) -> SandboxError | None:
+        """Wait for the session process to confine itself and load the program; keeps it in
+        st.proc, or sets st.fatal (closing it), or returns the error to retry on another worker."""
+        try:
+            async with timeout(self.config.load_timeout_s):
+                refused = frames.confined(await self._read_frame(proc))
+                if refused is not None:
+                    raise SandboxError(f"session could not be isolated: {refused}")
+                ready = await self._read_frame(proc)
+            st.load_errors = frames.load_errors(ready, st.names, self.config.max_output_chars)
+        except asyncio.TimeoutError:
+            proc.close()
+            st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
+            return None
+        except wire.ProtocolError:
+            proc.close()
+            st.fatal = "the program interfered with the sandbox while loading"
+            return None
+        except (asyncio.IncompleteReadError, ConnectionError):
+            kind, why = await proc.lost(self.config)
+            proc.close()
+            if not proc.worker.alive:
+                return SandboxError(f"sandbox worker {proc.worker.slot} died while starting a session")
+            st.fatal = f"the program failed while loading: {why}"
+            return None
+        if st.names <= set(st.load_errors):  # nothing callable: no process needed
+            proc.close()
+            return None
+        st.proc = proc
+        return None
+
+    async def _read_frame(self, proc: SessionProc) -> dict:
         header = await proc.reader.readexactly(wire.HEADER.size)
         (n,) = wire.HEADER.unpack(header)
         if n > self._max_frame:
             raise wire.ProtocolError(f"frame of {n} bytes exceeds the limit of {self._max_frame}")
-        payload = await proc.reader.readexactly(n)
-        try:
-            obj = json.loads(payload)
-        except ValueError as exc:
-            raise wire.ProtocolError(f"frame is not JSON: {exc}") from None
-        if not isinstance(obj, dict):
-            raise wire.ProtocolError("frame is not a JSON object")
-        return obj
+        return frames.decode(await proc.reader.readexactly(n))
 
     async def call(self, session: Session, module: str, function: str, kwargs: dict) -> CallResult:
         t0 = time.perf_counter()
@@ -696,9 +396,9 @@ class SandboxPool(Sandbox):
             payload = f'{{"id":{call_id},"m":{json.dumps(module)},"f":{json.dumps(function)},"a":{args_json}}}'
             frame = wire.frame(payload.encode("utf-8", "replace"))
             try:
-                async with _timeout(self.config.call_timeout_s):
+                async with timeout(self.config.call_timeout_s):
                     resp = await self._roundtrip(proc, frame)
-                return self._result(resp, call_id)
+                return frames.call_result(resp, call_id, self.config.max_output_chars)
             except asyncio.TimeoutError:
                 st.proc = None
                 proc.close()
@@ -718,26 +418,10 @@ class SandboxPool(Sandbox):
                     ErrorKind.FORBIDDEN, f"the tool wrote into the sandbox's result channel ({exc}). {RESET_NOTE}"
                 )
 
-    async def _roundtrip(self, proc: _SessionProc, frame: bytes) -> dict:
+    async def _roundtrip(self, proc: SessionProc, frame: bytes) -> dict:
         proc.writer.write(frame)
         await proc.writer.drain()
         return await self._read_frame(proc)
-
-    @staticmethod
-    def _result(resp: dict, call_id: int) -> CallResult:
-        if resp.get("id") != call_id or not isinstance(resp.get("ok"), bool):
-            raise wire.ProtocolError(f"unexpected reply {str(resp)[:100]!r}")
-        stdout = resp.get("stdout") or ""
-        if resp["ok"]:
-            out = resp.get("out")
-            if not isinstance(out, str) or not isinstance(stdout, str):
-                raise wire.ProtocolError("reply fields have the wrong types")
-            return CallResult(ok=True, output=out, stdout=stdout)
-        try:
-            kind = ErrorKind(resp.get("kind"))
-        except ValueError:
-            raise wire.ProtocolError(f"unknown error kind {resp.get('kind')!r}") from None
-        return _failure(kind, str(resp.get("msg") or kind.value), str(stdout))
 
     async def close_session(self, session: Session) -> None:
         st = self._sessions.pop(session.id, None)

@@ -9,7 +9,9 @@ process, the host, or another session. Every failure comes back as a `CallResult
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import Enum
@@ -42,15 +44,22 @@ class Program:
 
     modules: tuple[Module, ...]
 
-    @property
+    @functools.cached_property  # computed once per program (an open reads it twice)
     def digest(self) -> str:
-        h = hashlib.sha256()
-        for m in self.modules:
-            h.update(m.name.encode())
-            h.update(b"\0")
-            h.update(m.source.encode())
-            h.update(b"\0")
-        return h.hexdigest()[:32]
+        """SHA-256 of the whole program as one JSON array of [name, source] pairs. JSON quotes and
+        escapes every string, so two different programs never encode alike (joining names and
+        sources with a separator did: a source containing the separator read as two modules, and
+        the workers' compile cache then served one program's code for the other). ASCII escapes
+        make it total: a lone surrogate is encoded as `\\udXXX`, never an encoding error (such a
+        program then fails validation and every call reports LOAD_ERROR). Anything that is not a
+        string is encoded as a tagged object no string can produce; such programs never load."""
+        pairs = [[m.name, m.source] for m in self.modules]
+        text = json.dumps(pairs, ensure_ascii=True, separators=(",", ":"), default=_tagged)
+        return hashlib.sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def _tagged(value: Any) -> dict[str, str]:
+    return {"type": type(value).__qualname__, "repr": repr(value)}
 
 
 @dataclass

@@ -200,15 +200,15 @@ async def test_max_sessions_makes_open_wait():
 
 
 async def test_python310_timeout_fallback():
-    from astra_verl.sandbox.pool import _Timeout310
+    from astra_verl.sandbox.timeouts import Timeout310
 
     with pytest.raises(asyncio.TimeoutError):
-        async with _Timeout310(0.05):
+        async with Timeout310(0.05):
             await asyncio.sleep(2)
-    async with _Timeout310(1.0):
+    async with Timeout310(1.0):
         await asyncio.sleep(0.01)
     with pytest.raises(asyncio.CancelledError):  # a real cancellation is not turned into a timeout
-        async with _Timeout310(5.0):
+        async with Timeout310(5.0):
             asyncio.current_task().cancel()
             await asyncio.sleep(1)
 

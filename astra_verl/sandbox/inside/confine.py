@@ -20,7 +20,13 @@ Layers, in the order `confine()` applies them (each one is also useful alone):
    no abstract unix sockets to host daemons), signals to any process but itself, ptrace and
    process_vm_*, pidfd_*, namespaces and mounts, bpf, perf_event_open, userfaultfd, io_uring,
    keyrings, uid/gid changes, SysV IPC and POSIX message queues, open_by_handle_at, kexec,
-   personality. clone3 returns ENOSYS (its flags live in memory a filter cannot read; glibc then
+   personality; memfd_create and memfd_secret (their pages are shared memory, not address space:
+   RLIMIT_AS does not count them, so they would let a session hold memory beyond `memory_mb`);
+   inotify and fanotify (Landlock does not mediate them: a watch on a readable or even a merely
+   existing host directory reports the host's file activity); the timestamp calls (utime, utimes,
+   futimesat, utimensat) and the xattr writes (setxattr, removexattr and their l/f/at forms), so
+   a session cannot change host metadata, nor leave a message on a world-writable file for a later
+   session (a channel between sessions through the host). clone3 returns ENOSYS (its flags live in memory a filter cannot read; glibc then
    falls back to clone, whose flags the filter checks). Any other architecture than the native
    one (e.g. i386 `int 0x80` or x32 calls from a 64-bit process) kills the process.
 
@@ -59,6 +65,10 @@ _X86_64 = {
     "msgget": 68, "msgctl": 71, "msgrcv": 70, "msgsnd": 69, "semget": 64, "semctl": 66, "semtimedop": 220,
     "semop": 65, "shmget": 29, "shmctl": 31, "shmat": 30, "shmdt": 67, "mq_open": 240,
     "name_to_handle_at": 303, "open_by_handle_at": 304, "kexec_load": 246, "personality": 135,
+    "memfd_create": 319, "memfd_secret": 447, "inotify_init": 253, "inotify_init1": 294,
+    "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301, "utime": 132, "utimes": 235,
+    "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+    "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
 }  # fmt: skip
 _AARCH64 = {
     "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "socket": 198, "socketpair": 199,
@@ -72,15 +82,21 @@ _AARCH64 = {
     "setfsuid": 151, "setfsgid": 152, "setgroups": 159, "msgget": 186, "msgctl": 187, "msgrcv": 188,
     "msgsnd": 189, "semget": 190, "semctl": 191, "semtimedop": 192, "semop": 193, "shmget": 194,
     "shmctl": 195, "shmat": 196, "shmdt": 197, "mq_open": 180, "name_to_handle_at": 264,
-    "open_by_handle_at": 265, "kexec_load": 104, "personality": 92,
+    "open_by_handle_at": 265, "kexec_load": 104, "personality": 92, "memfd_create": 279, "memfd_secret": 447,
+    "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "utimensat": 88,
+    "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
+    "setxattrat": 463, "removexattrat": 466,
 }  # fmt: skip
+# In the tables above but newer than some kernel headers still in use (Linux 6.13): the header
+# test checks them only where the header has them.
+NEWER_SYSCALLS = ("setxattrat", "removexattrat")
 SYSCALLS = {"x86_64": _X86_64, "aarch64": _AARCH64}
 
 # Syscalls whose first argument is a pid/tgid: allowed only when it is the session's own pid.
 SIGNAL_SYSCALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
 DENIED_SYSCALLS = tuple(
     n for n in _X86_64 if n not in SIGNAL_SYSCALLS and n not in ("clone", "clone3")
-)  # present in both tables except fork/vfork (x86_64 only)
+)  # present in both tables except the legacy ones aarch64 lacks (fork, vfork, inotify_init, utime ...)
 
 CLONE_THREAD = 0x00010000
 PR_SET_PDEATHSIG = 1
@@ -206,14 +222,29 @@ def _fs_rights(abi: int) -> int:
 
 
 class LandlockRules:
-    """The read-only part of a session's Landlock ruleset, prepared once by the worker.
+    """A session's Landlock layers, prepared once by the worker. Two layers; an access must pass both.
 
-    The paths are opened (O_PATH, as root: the session's uid may not be able to open them, /root
-    is 0700) and their rules packed here, not in every session: a session forked from the worker
-    inherits the descriptors, builds its ruleset from them plus its own work dir (`ruleset`), and
-    closes them (`close`) before any tool code runs."""
+    * shared (`shared`, a ruleset descriptor built here): reads of exactly what a session may
+      read (`fine_paths`: the standard library dir's entries but its site-packages, say, a few
+      hundred rules; `listed_paths`: the dirs above a cut-out one, listing only) and everything
+      below the work root, where every session's dir lies.
+    * per session (`ruleset`): reads below the coarse `read_paths` (a dozen rules: the Python
+      install, the system dirs) and everything below the session's own work dir.
 
-    def __init__(self, abi: int, read_paths: list[str]):
+    Their intersection is the fine reads plus the session's own dir; each session adds only the
+    dozen coarse rules and its dir, as it did before the fine list existed. The coarse paths are
+    opened here (O_PATH, as root: the session's uid may not be able to open them, /root is 0700)
+    and their rules packed: a session forked from the worker inherits the descriptors, builds its
+    ruleset from them (`ruleset`) and closes them (`close`) before any tool code runs."""
+
+    def __init__(
+        self,
+        abi: int,
+        read_paths: list[str],
+        fine_paths: list[str] | None = None,
+        listed_paths: tuple[str, ...] | list[str] = (),
+        work_root: str = "",
+    ):
         self.abi = abi
         self.handled = _fs_rights(abi)
         attr = struct.pack("=Q", self.handled)
@@ -225,15 +256,40 @@ class LandlockRules:
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
         self.fds: list[int] = []
         self.rules: list[ctypes.Array] = []
+        self.shared: int | None = None
         try:
             for path in read_paths:
                 rule = self._rule(path, read)
                 if rule is not None:
                     self.fds.append(rule[0])
                     self.rules.append(rule[1])
+            if fine_paths is not None:
+                rules = [(p, read) for p in fine_paths] + [(p, _FS_READ_DIR) for p in listed_paths]
+                self.shared = self._ruleset([*rules, (work_root, self.handled)])
         except BaseException:
             self.close()
             raise
+
+    def _ruleset(self, paths: list[tuple[str, int]]) -> int:
+        """A new ruleset allowing `rights` below each `path` (paths that do not exist are skipped)."""
+        buf = ctypes.create_string_buffer(self.attr, len(self.attr))
+        ruleset = _errcheck(
+            _libc.syscall(_LL_CREATE, buf, ctypes.c_size_t(len(self.attr)), ctypes.c_uint32(0)),
+            "landlock_create_ruleset",
+        )
+        try:
+            for path, rights in paths:
+                prepared = self._rule(path, rights)
+                if prepared is None:
+                    continue
+                try:
+                    self._add(ruleset, prepared[1])
+                finally:
+                    os.close(prepared[0])
+        except BaseException:
+            os.close(ruleset)
+            raise
+        return ruleset
 
     def _rule(self, path: str, rights: int) -> tuple[int, ctypes.Array] | None:
         try:
@@ -273,9 +329,16 @@ class LandlockRules:
             _, fd = struct.unpack("=Qi", rule.raw)
             _errcheck(ret, f"landlock_add_rule({os.readlink(f'/proc/self/fd/{fd}') if fd >= 0 else fd})")
 
+    def take_shared(self) -> int | None:
+        """The shared layer's descriptor, handed over (to `landlock_restrict`, which closes it)."""
+        fd, self.shared = self.shared, None
+        return fd
+
     def close(self) -> None:
         while self.fds:
             os.close(self.fds.pop())
+        if self.shared is not None:
+            os.close(self.take_shared())
 
 
 def landlock_restrict(ruleset: int) -> None:
@@ -383,10 +446,11 @@ def confine(
     descriptors `landlock` holds (this process's copies) once its ruleset is built."""
     if tmpfs_mb is not None:
         private_tmpfs(workdir, tmpfs_mb, uid)
-    ruleset = None
+    ruleset = shared = None
     if landlock is not None:
         try:
             ruleset = landlock.ruleset([workdir])
+            shared = landlock.take_shared()
         finally:
             landlock.close()
     if uid is not None:
@@ -402,6 +466,8 @@ def confine(
         open_files=open_files,
         nproc=threads if uid is not None else None,
     )
+    if shared is not None:
+        landlock_restrict(shared)
     if ruleset is not None:
         landlock_restrict(ruleset)
     apply_seccomp(seccomp.for_pid(os.getpid()))

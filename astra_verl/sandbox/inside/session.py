@@ -456,7 +456,7 @@ def run(
         # Keep only what the session needs: a descriptor inherited from the worker (its control
         # channel, another session's channel) would reach outside the session. The Landlock
         # descriptors are closed by confine() once the ruleset is built.
-        landlock_fds = landlock.fds if landlock is not None else []
+        landlock_fds = [*landlock.fds, *([landlock.shared] if landlock.shared is not None else [])] if landlock else []
         keep = sorted({0, 1, 2, sock_fd, *stdlib_fds, *package_fds.values(), *landlock_fds})
         for lo, hi in zip(keep, [*keep[1:], None], strict=True):
             if hi is None:
@@ -483,6 +483,9 @@ def run(
         except (confine.ConfinementError, OSError, ValueError) as exc:
             wire.send(sock, {"op": "fatal", "error": f"could not confine the session: {exc}"})
             os._exit(3)
+        # Before the program arrives: the pool reads this first frame as the confinement's verdict,
+        # and no tool code exists in the process yet to forge it (or a `fatal` in its place).
+        wire.send(sock, {"op": "confined"})
         os.chdir(workdir)
         os.environ.update({"HOME": workdir, "TMPDIR": workdir})  # the rest is SESSION_ENV, set by the worker
         import tempfile

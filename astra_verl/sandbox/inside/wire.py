@@ -60,8 +60,8 @@ class FrameBuffer:
             del self._buf[: HEADER.size + n]
             try:
                 obj = _loads(payload)
-            except ValueError as exc:
-                raise ProtocolError(f"frame is not JSON: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - ValueError, RecursionError (deep nesting) ...
+                raise ProtocolError(f"frame is not JSON ({type(exc).__name__})") from None
             if not isinstance(obj, dict):
                 raise ProtocolError("frame is not a JSON object")
             k = obj.get("nfds", 0)

@@ -154,9 +154,15 @@ class Worker:
             )
         # Confinement prepared once: sessions only complete it (their work dir, their pid).
         abi = confine.landlock_abi() if cfg["landlock"] else 0
-        self.landlock = confine.LandlockRules(abi, list(dict.fromkeys([*stdlib, *cfg["read_paths"]]))) if abi else None
+        os.makedirs(cfg["work_root"], mode=0o711, exist_ok=True)  # before the shared Landlock layer names it
+        self.landlock = (
+            confine.LandlockRules(
+                abi, list(dict.fromkeys([*stdlib, *cfg["read_paths"]])), *cfg["fine_read_paths"], cfg["work_root"]
+            )
+            if abi
+            else None
+        )
         self.seccomp = confine.seccomp_template()
-        os.makedirs(cfg["work_root"], mode=0o711, exist_ok=True)
         scratch = os.path.join(cfg["work_root"], f"probe-{self.pid}")
         os.mkdir(scratch, 0o700)
         self.private_tmp = self.uid_drop and confine.can_mount_private_tmpfs(scratch)
