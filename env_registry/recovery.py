@@ -1,0 +1,489 @@
+"""Golden calls of an ASTRA-RL-1k row, recovered by running candidate calls in the sandbox.
+
+A row (`prompt`, `tool_schema`, `tool_dict`, `sub_qa_dict`) says which answers each tool's calls
+must produce but not the calls. Our reward needs the calls: a call solves a sub-question only when
+it asks what the golden call asks (`env_registry.matching.args_agree` on the identifying
+parameters). This module searches for them, without a model:
+
+Candidates. Each parameter gets values typed by its schema: enum members (only those, when it
+has an enum); for free strings and numbers, the values the task states (quoted strings, runs of
+capitalised words and each of their words, id-like tokens, numbers, dates, JSON leaves of a
+background), the schema's default and examples, and, from the second round on, the leaves of the
+outputs of calls already accepted (dependent calls: a country read off a city's profile).
+Booleans get both values. The required parameters are combined first with the optional ones
+left out (the tool's defaults); only a tool none of whose answers such a call finds is tried
+again with its optional enum and boolean modifiers set. Arrays, objects and free optional
+parameters are never guessed (they are the caller's choice, or a row a bounded search cannot
+enumerate).
+
+Acceptance (why a wrong-entity call cannot get in). For each target answer, every candidate
+whose output contains it (outside the echoes of its own arguments, `answer_in_output`) is a hit.
+An answer is recovered only when
+  1. its hits agree: they have the same identifying values up to order (an origin/destination
+     pair either way round) or byte-identical outputs; two different entities whose outputs both
+     hold the answer make the answer *ambiguous*, and it is left unrecovered, never guessed;
+  2. every free identifying value (not an enum member or a boolean) of the accepted call comes
+     from the task text or from the output of a call accepted earlier (a schema example or
+     default alone does not identify anything: it is a decoy that only widens the uniqueness
+     test);
+  3. the call, replayed alone in two fresh sessions, produces the answer both times with the
+     same output (random ids and clocks fail here, as the determinism rule would fail them).
+So a wrong entity is accepted only if the right one is not among the candidates at all while
+the wrong one's output holds the answer: the candidate pool holds every entity the text names
+and every value an accepted output returned, and the benchmark (`bench/recovery.py`) measures
+what slips through on worlds whose golden calls are known.
+
+The search is bounded (`Budget`: calls per tool, seconds per row, rounds); when it stops early
+the row says why (`RowRecovery.gave_up`), and every unrecovered answer says why it was not
+recovered (no hit, ambiguous, not reproducible, budget). Every recovered call records how it was
+found (`Recovered.found_by`: where each argument value came from).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from astra_verl.sandbox import Module, Program
+from env_registry.arguments import argument_validator
+from env_registry.matching import answer_in_output
+from env_registry.spec import tool_module
+
+__all__ = ["Budget", "Recovered", "RowRecovery", "RowTools", "recover_row", "text_values"]
+
+# Sources of a value, in the order the search tries them.
+TEXT, OUTPUT, ENUM, BOOLEAN, DEFAULT, EXAMPLE = "text", "output", "enum", "boolean", "default", "example"
+_IDENTIFYING_SOURCES = (TEXT, OUTPUT)  # a free identifying value must come from one of these
+
+_QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"")
+_CONNECTORS = r"(?:of|de|la|del|da|van|von|and|the|on|upon)"
+# A run of capitalised words, joined by connectors, with model numbers inside ("Gami Pro 7").
+_CAPITALISED = re.compile(rf"[A-Z][\w\-]*(?:[ ](?:{_CONNECTORS}[ ])?(?:[A-Z][\w\-]*|\d[\w\-]*))*")
+_ID_LIKE = re.compile(r"\b[A-Za-z_\-]*\d[\w\-]*\b")
+_NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
+_MAX_TEXT_VALUE = 80
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Bounds of the search of one row."""
+
+    calls_per_tool: int = 400
+    seconds_per_row: float = 60.0
+    rounds: int = 4  # dependency depth: a value must come from the text or an output accepted within this many rounds
+    equivalent: int = 4  # most interchangeable calls (same entities in another order) kept for one answer
+
+
+@dataclass(frozen=True)
+class Value:
+    value: Any
+    source: str  # TEXT, OUTPUT, ENUM, ...; OUTPUT values name the answer whose call returned them
+    of: str = ""  # for OUTPUT: the id of the recovered answer (`tool#k`)
+
+
+@dataclass
+class Recovered:
+    """One target answer's recovered golden call (and interchangeable ones, `alternatives`)."""
+
+    tool: str
+    index: int  # the answer's position in the row's `sub_qa_dict[tool]`
+    answer: str
+    args: dict[str, Any]
+    found_by: dict[str, str]  # parameter -> where its value came from ("text", "output of t#0", "enum", ...)
+    depends_on: list[str]  # ids (`tool#k`) of the answers whose outputs gave argument values
+    output: str
+    alternatives: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.tool}#{self.index}"
+
+
+@dataclass
+class RowRecovery:
+    recovered: list[Recovered]
+    missing: dict[str, str]  # answer id -> why it was not recovered
+    calls_run: int
+    seconds: float
+    gave_up: str | None = None  # why the search stopped before trying everything it could
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+
+@dataclass(frozen=True)
+class RowTools:
+    """What recovery needs of a row: the task text, the tools and the targets."""
+
+    text: str
+    schemas: dict[str, dict[str, Any]]  # tool -> parameters schema
+    sources: dict[str, str]  # tool -> code
+    targets: dict[str, list[str]]  # tool -> answers
+
+    def program_id(self) -> str:
+        body = json.dumps([self.sources, self.schemas], sort_keys=True, ensure_ascii=False)
+        return "rl" + hashlib.sha256(body.encode()).hexdigest()[:30]
+
+
+# -- values from text and outputs -------------------------------------------------------------
+
+
+def _number(literal: str) -> int | float:
+    literal = literal.replace(",", "")
+    return float(literal) if "." in literal else int(literal)
+
+
+def _json_leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _json_leaves(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _json_leaves(v)
+    elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        yield value
+
+
+def _embedded_json(text: str) -> Iterator[Any]:
+    for start in (m.start() for m in re.finditer(r"[{\[]", text)):
+        try:
+            value, _ = json.JSONDecoder().raw_decode(text[start:])
+        except ValueError:
+            continue
+        yield from _json_leaves(value)
+
+
+def text_values(text: str) -> list[Any]:
+    """Candidate argument values a text states, most specific first, without repeats: JSON
+    leaves, quoted strings, capitalised runs and their words, id-like tokens, numbers."""
+    found: list[Any] = list(_embedded_json(text))
+    found += [a or b for a, b in _QUOTED.findall(text)]
+    for m in _CAPITALISED.finditer(text):
+        run = m.group(0).rstrip(".-").removesuffix("'s")
+        found.append(run)
+        found.extend(_spans(run))
+    found += _ID_LIKE.findall(text)
+    found += [_number(n) for n in _NUMBER.findall(text)]
+    return _unique(v.strip() if isinstance(v, str) else v for v in found)
+
+
+def _spans(run: str) -> list[str]:
+    """The contiguous spans of capitalised words in a run ("Which of Nelna Naszousberg" gives
+    "Nelna Naszousberg", "Nelna", ...): a sentence's first word or a connector is no part of a name."""
+    out = []
+    for segment in re.split(rf"\s+{_CONNECTORS}\s+", run):
+        words = [w.removesuffix("'s") for w in segment.split()]
+        out += [" ".join(words[i:j]) for i in range(len(words)) for j in range(len(words), i, -1)]
+    return out
+
+
+def _unique(values: Any) -> list[Any]:
+    seen, out = set(), []
+    for v in values:
+        key = (type(v).__name__ if not isinstance(v, (int, float)) else "n", str(v))
+        if v == "" or (isinstance(v, str) and len(v) > _MAX_TEXT_VALUE) or key in seen:
+            continue
+        seen.add(key)
+        out.append(v)
+    return out
+
+
+def output_values(output: str) -> list[Any]:
+    """Candidate values an accepted call's output returns: its JSON leaves, else what its text states."""
+    try:
+        return _unique(_json_leaves(json.loads(output)))
+    except ValueError:
+        return text_values(output)
+
+
+# -- candidate calls -----------------------------------------------------------------------------
+
+
+def _typed(prop: dict[str, Any], pool: list[Value]) -> list[Value]:
+    """The pool's values a parameter of schema `prop` can take, in pool order."""
+    kind = prop.get("type")
+    out = []
+    for v in pool:
+        x = v.value
+        if kind == "string" and isinstance(x, str):
+            out.append(v)
+        elif kind == "string" and isinstance(x, int) and v.source == OUTPUT:
+            out.append(Value(str(x), v.source, v.of))  # an id a previous tool returned as a number
+        elif kind == "integer" and isinstance(x, (int, float)) and float(x).is_integer():
+            out.append(Value(int(x), v.source, v.of))
+        elif kind == "number" and isinstance(x, (int, float)):
+            out.append(v)
+    return out
+
+
+def parameter_values(prop: dict[str, Any], pool: list[Value]) -> list[Value]:
+    """Every value tried for one parameter (see the module docstring)."""
+    items = prop.get("items")
+    if prop.get("type") == "array" and isinstance(items, dict):
+        # One item: the entity a sub-question asks about. The reward lets a call's list hold more
+        # (`CallKey.includes`), so a batch call over every compared entity still agrees with it.
+        return [Value([v.value], v.source, v.of) for v in parameter_values(items, pool)]
+    if isinstance(prop.get("enum"), list):
+        return [Value(x, ENUM) for x in prop["enum"]]
+    if prop.get("type") == "boolean":
+        return [Value(True, BOOLEAN), Value(False, BOOLEAN)]
+    schema = [Value(prop["default"], DEFAULT)] if "default" in prop else []
+    schema += [Value(x, EXAMPLE) for x in prop.get("examples") or []]
+    described = _QUOTED.findall(str(prop.get("description") or ""))
+    schema += [Value(a or b, EXAMPLE) for a, b in described]
+    seen, out = set(), []
+    for v in _typed(prop, [*pool, *schema]):  # a value the task states keeps its source even if the schema has it too
+        key = (type(v.value).__name__, str(v.value))
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+    return out
+
+
+def _modifier(prop: dict[str, Any]) -> bool:
+    return isinstance(prop.get("enum"), list) or prop.get("type") == "boolean"
+
+
+def candidate_calls(parameters: dict[str, Any], pool: list[Value], modifiers: bool) -> Iterator[dict[str, Value]]:
+    """Argument combinations: every required parameter set, then (with `modifiers`) every
+    optional enum/boolean parameter as well; none when a required parameter has no value."""
+    props = parameters.get("properties") or {}
+    names = [p for p in props if p in set(parameters.get("required") or [])]
+    if modifiers:
+        names += [p for p in props if p not in names and _modifier(props[p])]
+    choices = [parameter_values(props[p], pool) for p in names]
+    if not names or any(not c for c in choices):
+        return
+    for combo in itertools.product(*choices):
+        yield dict(zip(names, combo, strict=True))
+
+
+# -- acceptance -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Hit:
+    args: dict[str, Value]
+    output: str
+
+    def plain(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self.args.items()}
+
+    def identity(self) -> tuple[str, ...]:
+        return _identity(self.plain())
+
+
+def _identity(args: dict[str, Any]) -> tuple[str, ...]:
+    """A call's argument values regardless of which parameter holds which (an origin/destination
+    pair either way round asks about the same two places)."""
+    return tuple(sorted(json.dumps(v, sort_keys=True, default=str) for v in args.values()))
+
+
+def _decide(hits: list[_Hit], budget: Budget) -> tuple[_Hit | None, list[_Hit], str]:
+    """The accepted hit and its interchangeable ones, or None and why (see the module docstring)."""
+    if not hits:
+        return None, [], "no candidate call's output contains it"
+    first = hits[0]
+    same = all(h.identity() == first.identity() or h.output == first.output for h in hits)
+    if not same or len(hits) > budget.equivalent:
+        shown = "; ".join(json.dumps(h.plain(), ensure_ascii=False) for h in hits[:3])
+        return None, [], f"ambiguous: {len(hits)} calls with different arguments produce it ({shown})"
+    for hit in hits:
+        unsourced = [k for k, v in hit.args.items() if v.source not in (*_IDENTIFYING_SOURCES, ENUM, BOOLEAN)]
+        if unsourced:
+            return None, [], f"its only calls take {unsourced} from the schema, not from the task or an output"
+    return first, hits[1:], ""
+
+
+# -- the search ---------------------------------------------------------------------------------
+
+
+class _Runner:
+    """Runs calls of one row's tools: candidate calls in one session, checks in fresh ones."""
+
+    def __init__(self, row: RowTools, sandbox: Any):
+        self.row, self.sandbox = row, sandbox
+        env = row.program_id()
+        self.module = {t: tool_module(t, env) for t in row.sources}
+        self.program = Program(tuple(Module(name=self.module[t], source=s) for t, s in row.sources.items()))
+        self.session: Any = None
+        self.calls = 0
+        self.cache: dict[str, Any] = {}
+
+    async def call(self, tool: str, args: dict[str, Any]) -> Any:
+        key = json.dumps([tool, args], sort_keys=True, default=str)
+        if key not in self.cache:
+            if self.session is None:
+                self.session = await self.sandbox.open_session(self.program)
+            self.calls += 1
+            self.cache[key] = await self.sandbox.call(self.session, self.module[tool], tool, args)
+        return self.cache[key]
+
+    async def fresh(self, tool: str, args: dict[str, Any]) -> Any:
+        session = await self.sandbox.open_session(self.program)
+        try:
+            self.calls += 1
+            return await self.sandbox.call(session, self.module[tool], tool, args)
+        finally:
+            await self.sandbox.close_session(session)
+
+    async def close(self) -> None:
+        if self.session is not None:
+            await self.sandbox.close_session(self.session)
+            self.session = None
+
+
+@dataclass
+class _Search:
+    row: RowTools
+    runner: _Runner
+    budget: Budget
+    deadline: float
+    pool: list[Value]
+    recovered: dict[str, Recovered] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    final: set[str] = field(default_factory=set)  # answers decided for good (ambiguous, not reproducible)
+    tried: dict[str, int] = field(default_factory=dict)  # calls run per tool
+    modifiers: dict[str, bool] = field(default_factory=dict)  # whether a tool's last search set its modifiers
+    gave_up: str | None = None
+
+    def open_targets(self, tool: str) -> list[tuple[int, str]]:
+        return [
+            (k, a)
+            for k, a in enumerate(self.row.targets.get(tool, []))
+            if f"{tool}#{k}" not in self.recovered and f"{tool}#{k}" not in self.final
+        ]
+
+    async def hits_of(
+        self, tool: str, modifiers: bool, pool: list[Value] | None = None
+    ) -> list[tuple[dict[str, Value], Any]]:
+        """(arguments, result) of the tool's candidate calls under the pool (default: the current
+        one), run within budget."""
+        validator = argument_validator(self.row.schemas[tool])
+        results = []
+        for combo in candidate_calls(self.row.schemas[tool], self.pool if pool is None else pool, modifiers):
+            args = {k: v.value for k, v in combo.items()}
+            if not validator.is_valid(args):
+                continue
+            if self.tried.get(tool, 0) >= self.budget.calls_per_tool or time.monotonic() > self.deadline:
+                self.gave_up = self.gave_up or (
+                    f"search bounded: {self.budget.calls_per_tool} calls per tool, {self.budget.seconds_per_row:g} s per row"
+                )
+                break
+            before = self.runner.calls
+            res = await self.runner.call(tool, args)
+            self.tried[tool] = self.tried.get(tool, 0) + (self.runner.calls - before)
+            results.append((combo, res))
+        return results
+
+    async def search_tool(self, tool: str) -> bool:
+        """One round for one tool; True when it recovered something (new values for the pool)."""
+        results = await self.hits_of(tool, modifiers=False)
+        targets = self.open_targets(tool)
+        found = {k: self._hits(a, results) for k, a in targets}
+        modifiers = bool(targets) and not any(found.values())
+        if modifiers:
+            results = await self.hits_of(tool, modifiers=True)
+            found = {k: self._hits(a, results) for k, a in targets}
+        self.modifiers[tool] = modifiers
+        progress = False
+        for k, answer in targets:
+            hit, others, why = _decide(found[k], self.budget)
+            if hit is None:
+                self.missing[f"{tool}#{k}"] = why
+                if why.startswith("ambiguous"):
+                    self.final.add(f"{tool}#{k}")
+                continue
+            progress |= await self._accept(tool, k, answer, hit, others)
+        return progress
+
+    async def recheck(self) -> None:
+        """Each accepted answer once more against the final pool: a value a later output added may
+        make another call produce it too; the answer (and every answer whose call used its
+        output) is then dropped as ambiguous."""
+        for aid, r in list(self.recovered.items()):
+            if aid not in self.recovered:
+                continue  # dropped with an answer it depended on
+            later = self._descendants(aid)
+            pool = [v for v in self.pool if v.of not in later]
+            results = await self.hits_of(r.tool, self.modifiers.get(r.tool, False), pool)
+            hit, _, why = _decide(self._hits(r.answer, results), self.budget)
+            if hit is None or _identity(hit.plain()) != _identity(r.args):
+                self._drop(aid, f"ambiguous once later outputs joined the candidates: {why or hit.plain()}")
+
+    def _descendants(self, aid: str) -> set[str]:
+        """`aid` and every recovered answer whose call used its output, directly or not."""
+        out, grew = {aid}, True
+        while grew:
+            more = {o for o, r in self.recovered.items() if o not in out and out & set(r.depends_on)}
+            out |= more
+            grew = bool(more)
+        return out
+
+    def _drop(self, aid: str, why: str) -> None:
+        self.recovered.pop(aid, None)
+        self.missing[aid] = why
+        for other, r in list(self.recovered.items()):
+            if aid in r.depends_on:
+                self._drop(other, f"its call used the output of {aid}, which was dropped")
+
+    @staticmethod
+    def _hits(answer: str, results: list[tuple[dict[str, Value], Any]]) -> list[_Hit]:
+        out = []
+        for combo, res in results:
+            args = {k: v.value for k, v in combo.items()}
+            if res.ok and answer_in_output(answer, res.text, args):
+                out.append(_Hit(combo, res.text))
+        return out
+
+    async def _accept(self, tool: str, k: int, answer: str, hit: _Hit, others: list[_Hit]) -> bool:
+        aid = f"{tool}#{k}"
+        args = hit.plain()
+        checks = [await self.runner.fresh(tool, args) for _ in range(2)]
+        if not all(c.ok and answer_in_output(answer, c.text, args) for c in checks) or checks[0].text != checks[1].text:
+            self.missing[aid] = "not reproducible: the call's output differs or misses the answer in a fresh session"
+            self.final.add(aid)
+            return False
+        self.missing.pop(aid, None)
+        found_by = {p: (f"output of {v.of}" if v.source == OUTPUT else v.source) for p, v in hit.args.items()}
+        depends = sorted({v.of for v in hit.args.values() if v.source == OUTPUT})
+        self.recovered[aid] = Recovered(
+            tool, k, answer, args, found_by, depends, hit.output, [o.plain() for o in others]
+        )
+        known = {(type(v.value).__name__, str(v.value)) for v in self.pool}
+        for x in output_values(hit.output):
+            if (type(x).__name__, str(x)) not in known:
+                self.pool.append(Value(x, OUTPUT, aid))
+        return True
+
+
+async def recover_row(row: RowTools, sandbox: Any, budget: Budget = Budget()) -> RowRecovery:
+    """Recover the golden call of every target answer of `row` that the search can pin down
+    (see the module docstring); `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
+    t0 = time.monotonic()
+    runner = _Runner(row, sandbox)
+    search = _Search(row, runner, budget, t0 + budget.seconds_per_row, [Value(v, TEXT) for v in text_values(row.text)])
+    for tool, answers in row.targets.items():
+        for k in range(len(answers)):
+            search.missing[f"{tool}#{k}"] = "its tool is not in the row" if tool not in row.sources else "not searched"
+    try:
+        for _ in range(budget.rounds):
+            progress = False
+            for tool in row.targets:
+                if tool in row.sources and tool in row.schemas and search.open_targets(tool):
+                    progress |= await search.search_tool(tool)
+            if not progress or search.gave_up:
+                break
+        await search.recheck()
+    finally:
+        await runner.close()
+    recovered = sorted(search.recovered.values(), key=lambda r: (list(row.targets).index(r.tool), r.index))
+    missing = {a: why for a, why in search.missing.items() if a not in search.recovered}
+    return RowRecovery(recovered, missing, runner.calls, time.monotonic() - t0, search.gave_up)
