@@ -44,6 +44,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -52,14 +53,22 @@ from typing import Any
 
 from astra_verl.sandbox import Module, Program
 from env_registry.arguments import argument_validator
-from env_registry.matching import answer_in_output
+from env_registry.matching import answer_in_output, answer_number
 from env_registry.spec import tool_module
 
 __all__ = ["Budget", "Recovered", "RowRecovery", "RowTools", "recover_row", "text_values"]
 
 # Sources of a value, in the order the search tries them.
-TEXT, OUTPUT, ENUM, BOOLEAN, DEFAULT, EXAMPLE = "text", "output", "enum", "boolean", "default", "example"
-_IDENTIFYING_SOURCES = (TEXT, OUTPUT)  # a free identifying value must come from one of these
+ANSWER, TEXT, OUTPUT = "answer", "text", "output"
+ENUM, BOOLEAN, DEFAULT, EXAMPLE = "enum", "boolean", "default", "example"
+_IDENTIFYING_SOURCES = (ANSWER, TEXT, OUTPUT)  # a free identifying value must come from one of these
+_FROM_CALL = (ANSWER, OUTPUT)  # values an accepted call returned: its answer, or another leaf of its output
+# The order values are tried in: an accepted call's answer is what a dependent call most often
+# takes (ASTRA's sub-questions pass answers on), then what the task states, then the rest of an
+# output; schema defaults and examples last (decoys: they only widen the uniqueness test).
+_TIER = {ANSWER: 0, TEXT: 1, ENUM: 1, BOOLEAN: 1, OUTPUT: 2, DEFAULT: 3, EXAMPLE: 3}
+_MAX_COMBOS = 20_000  # combinations ranked per tool and round (each parameter's best values kept)
+_MAX_OPERANDS = 6  # accepted numeric answers combined into operand lists (every subset of >= 2)
 
 _QUOTED = re.compile(r"'([^'\n]{1,80})'|\"([^\"\n]{1,80})\"")
 _CONNECTORS = r"(?:of|de|la|del|da|van|von|and|the|on|upon)"
@@ -83,8 +92,12 @@ class Budget:
 @dataclass(frozen=True)
 class Value:
     value: Any
-    source: str  # TEXT, OUTPUT, ENUM, ...; OUTPUT values name the answer whose call returned them
-    of: str = ""  # for OUTPUT: the id of the recovered answer (`tool#k`)
+    source: str  # ANSWER, TEXT, OUTPUT, ENUM, ...
+    of: str = ""  # for ANSWER and OUTPUT: the id of the recovered answer (`tool#k`) whose call returned it
+
+    @property
+    def tier(self) -> int:
+        return _TIER[self.source]
 
 
 @dataclass
@@ -184,10 +197,21 @@ def _spans(run: str) -> list[str]:
     return out
 
 
+def _key(v: Any) -> tuple[str, str]:
+    return (type(v).__name__ if not isinstance(v, (int, float)) else "n", str(v))
+
+
+def answer_values(answer: str) -> list[Any]:
+    """What a dependent call may take from an accepted answer: the answer, its number, the values it states."""
+    number = answer_number(answer)
+    whole = [] if number is None else [int(number) if number.is_integer else float(number)]
+    return _unique([answer.strip(), *whole, *text_values(answer)])
+
+
 def _unique(values: Any) -> list[Any]:
     seen, out = set(), []
     for v in values:
-        key = (type(v).__name__ if not isinstance(v, (int, float)) else "n", str(v))
+        key = _key(v)
         if v == "" or (isinstance(v, str) and len(v) > _MAX_TEXT_VALUE) or key in seen:
             continue
         seen.add(key)
@@ -214,7 +238,7 @@ def _typed(prop: dict[str, Any], pool: list[Value]) -> list[Value]:
         x = v.value
         if kind == "string" and isinstance(x, str):
             out.append(v)
-        elif kind == "string" and isinstance(x, int) and v.source == OUTPUT:
+        elif kind == "string" and isinstance(x, int) and v.source in _FROM_CALL:
             out.append(Value(str(x), v.source, v.of))  # an id a previous tool returned as a number
         elif kind == "integer" and isinstance(x, (int, float)) and float(x).is_integer():
             out.append(Value(int(x), v.source, v.of))
@@ -227,6 +251,8 @@ def parameter_values(prop: dict[str, Any], pool: list[Value]) -> list[Value]:
     """Every value tried for one parameter (see the module docstring)."""
     items = prop.get("items")
     if prop.get("type") == "array" and isinstance(items, dict):
+        if items.get("type") in ("number", "integer"):
+            return _operands(items, pool)
         # One item: the entity a sub-question asks about. The reward lets a call's list hold more
         # (`CallKey.includes`), so a batch call over every compared entity still agrees with it.
         return [Value([v.value], v.source, v.of) for v in parameter_values(items, pool)]
@@ -239,12 +265,26 @@ def parameter_values(prop: dict[str, Any], pool: list[Value]) -> list[Value]:
     described = _QUOTED.findall(str(prop.get("description") or ""))
     schema += [Value(a or b, EXAMPLE) for a, b in described]
     seen, out = set(), []
-    for v in _typed(prop, [*pool, *schema]):  # a value the task states keeps its source even if the schema has it too
+    # Best tier first; a value the task states keeps that source even if the schema has it too.
+    for v in sorted(_typed(prop, [*pool, *schema]), key=lambda v: v.tier):
         key = (type(v.value).__name__, str(v.value))
         if key not in seen:
             seen.add(key)
             out.append(v)
     return out
+
+
+def _operands(items: dict[str, Any], pool: list[Value]) -> list[Value]:
+    """Lists of numbers for an aggregate (a sum, a mean): every subset of at least two of the
+    accepted numeric answers, in the order they were found, then each number alone."""
+    answers = [v for v in _typed(items, pool) if v.source == ANSWER][:_MAX_OPERANDS]
+    subsets = [
+        Value([v.value for v in combo], ANSWER, ",".join(v.of for v in combo))
+        for size in range(len(answers), 1, -1)
+        for combo in itertools.combinations(answers, size)
+    ]
+    singles = [Value([v.value], v.source, v.of) for v in sorted(_typed(items, pool), key=lambda v: v.tier)]
+    return subsets + singles
 
 
 def _modifier(prop: dict[str, Any]) -> bool:
@@ -261,8 +301,15 @@ def candidate_calls(parameters: dict[str, Any], pool: list[Value], modifiers: bo
     choices = [parameter_values(props[p], pool) for p in names]
     if not names or any(not c for c in choices):
         return
-    for combo in itertools.product(*choices):
-        yield dict(zip(names, combo, strict=True))
+    while math.prod(len(c) for c in choices) > _MAX_COMBOS:  # keep each parameter's best values
+        longest = max(range(len(choices)), key=lambda i: len(choices[i]))
+        choices[longest] = choices[longest][: max(1, len(choices[longest]) * 3 // 4)]
+    ranked = sorted(
+        itertools.product(*(list(enumerate(c)) for c in choices)),
+        key=lambda combo: (sum(v.tier for _, v in combo), sum(i for i, _ in combo)),
+    )
+    for combo in ranked:
+        yield dict(zip(names, (v for _, v in combo), strict=True))
 
 
 # -- acceptance -----------------------------------------------------------------------------------
@@ -286,12 +333,30 @@ def _identity(args: dict[str, Any]) -> tuple[str, ...]:
     return tuple(sorted(json.dumps(v, sort_keys=True, default=str) for v in args.values()))
 
 
-def _decide(hits: list[_Hit], budget: Budget) -> tuple[_Hit | None, list[_Hit], str]:
-    """The accepted hit and its interchangeable ones, or None and why (see the module docstring)."""
+def _agreeing(hits: list[_Hit]) -> bool:
+    return all(h.identity() == hits[0].identity() or h.output == hits[0].output for h in hits)
+
+
+def _named(hit: _Hit, text: str) -> bool:
+    """Every enum value of the call is one the task text names ("in June" -> "june")."""
+    return all(
+        v.source != ENUM or not isinstance(v.value, str) or re.search(rf"\b{re.escape(v.value)}\b", text, re.I)
+        for v in hit.args.values()
+    )
+
+
+def _decide(hits: list[_Hit], budget: Budget, text: str = "") -> tuple[_Hit | None, list[_Hit], str]:
+    """The accepted hit and its interchangeable ones, or None and why (see the module docstring).
+    Hits that disagree are narrowed once to those whose enum values the task names (a month,
+    a unit, a metric the question states): the task asks about that one, not about another
+    month whose number happens to be the same."""
     if not hits:
         return None, [], "no candidate call's output contains it"
+    if not _agreeing(hits):
+        named = [h for h in hits if _named(h, text)]
+        hits = named if named and _agreeing(named) else hits
     first = hits[0]
-    same = all(h.identity() == first.identity() or h.output == first.output for h in hits)
+    same = _agreeing(hits)
     if not same or len(hits) > budget.equivalent:
         shown = "; ".join(json.dumps(h.plain(), ensure_ascii=False) for h in hits[:3])
         return None, [], f"ambiguous: {len(hits)} calls with different arguments produce it ({shown})"
@@ -317,8 +382,15 @@ class _Runner:
         self.calls = 0
         self.cache: dict[str, Any] = {}
 
+    @staticmethod
+    def _key(tool: str, args: dict[str, Any]) -> str:
+        return json.dumps([tool, args], sort_keys=True, default=str)
+
+    def cached(self, tool: str, args: dict[str, Any]) -> bool:
+        return self._key(tool, args) in self.cache
+
     async def call(self, tool: str, args: dict[str, Any]) -> Any:
-        key = json.dumps([tool, args], sort_keys=True, default=str)
+        key = self._key(tool, args)
         if key not in self.cache:
             if self.session is None:
                 self.session = await self.sandbox.open_session(self.program)
@@ -350,7 +422,7 @@ class _Search:
     recovered: dict[str, Recovered] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
     final: set[str] = field(default_factory=set)  # answers decided for good (ambiguous, not reproducible)
-    tried: dict[str, int] = field(default_factory=dict)  # calls run per tool
+    tried: dict[str, int] = field(default_factory=dict)  # new calls run per tool this round
     modifiers: dict[str, bool] = field(default_factory=dict)  # whether a tool's last search set its modifiers
     gave_up: str | None = None
 
@@ -372,9 +444,13 @@ class _Search:
             args = {k: v.value for k, v in combo.items()}
             if not validator.is_valid(args):
                 continue
-            if self.tried.get(tool, 0) >= self.budget.calls_per_tool or time.monotonic() > self.deadline:
+            cached = self.runner.cached(tool, args)
+            if not cached and (
+                self.tried.get(tool, 0) >= self.budget.calls_per_tool or time.monotonic() > self.deadline
+            ):
                 self.gave_up = self.gave_up or (
-                    f"search bounded: {self.budget.calls_per_tool} calls per tool, {self.budget.seconds_per_row:g} s per row"
+                    f"search bounded: {self.budget.calls_per_tool} calls per tool and round, "
+                    f"{self.budget.seconds_per_row:g} s per row"
                 )
                 break
             before = self.runner.calls
@@ -395,7 +471,7 @@ class _Search:
         self.modifiers[tool] = modifiers
         progress = False
         for k, answer in targets:
-            hit, others, why = _decide(found[k], self.budget)
+            hit, others, why = _decide(found[k], self.budget, self.row.text)
             if hit is None:
                 self.missing[f"{tool}#{k}"] = why
                 if why.startswith("ambiguous"):
@@ -414,7 +490,7 @@ class _Search:
             later = self._descendants(aid)
             pool = [v for v in self.pool if v.of not in later]
             results = await self.hits_of(r.tool, self.modifiers.get(r.tool, False), pool)
-            hit, _, why = _decide(self._hits(r.answer, results), self.budget)
+            hit, _, why = _decide(self._hits(r.answer, results), self.budget, self.row.text)
             if hit is None or _identity(hit.plain()) != _identity(r.args):
                 self._drop(aid, f"ambiguous once later outputs joined the candidates: {why or hit.plain()}")
 
@@ -452,16 +528,28 @@ class _Search:
             self.final.add(aid)
             return False
         self.missing.pop(aid, None)
-        found_by = {p: (f"output of {v.of}" if v.source == OUTPUT else v.source) for p, v in hit.args.items()}
-        depends = sorted({v.of for v in hit.args.values() if v.source == OUTPUT})
+        found_by = {p: (f"{v.source} of {v.of}" if v.source in _FROM_CALL else v.source) for p, v in hit.args.items()}
+        depends = sorted({d for v in hit.args.values() if v.source in _FROM_CALL for d in v.of.split(",")})
         self.recovered[aid] = Recovered(
             tool, k, answer, args, found_by, depends, hit.output, [o.plain() for o in others]
         )
-        known = {(type(v.value).__name__, str(v.value)) for v in self.pool}
-        for x in output_values(hit.output):
-            if (type(x).__name__, str(x)) not in known:
-                self.pool.append(Value(x, OUTPUT, aid))
+        self._learn(aid, answer, hit.output)
         return True
+
+    def _learn(self, aid: str, answer: str, output: str) -> None:
+        """An accepted call's answer and its output's other leaves join the pool (a value the task
+        states keeps that source: the call did not supply it)."""
+        sources = {}
+        for v in self.pool:
+            sources.setdefault(_key(v.value), set()).add(v.source)
+        for x in answer_values(answer):
+            if not sources.get(_key(x), set()) & {TEXT, ANSWER}:
+                self.pool.append(Value(x, ANSWER, aid))
+                sources.setdefault(_key(x), set()).add(ANSWER)
+        for x in output_values(output):
+            if _key(x) not in sources:
+                self.pool.append(Value(x, OUTPUT, aid))
+                sources[_key(x)] = {OUTPUT}
 
 
 async def recover_row(row: RowTools, sandbox: Any, budget: Budget = Budget()) -> RowRecovery:
@@ -476,10 +564,11 @@ async def recover_row(row: RowTools, sandbox: Any, budget: Budget = Budget()) ->
     try:
         for _ in range(budget.rounds):
             progress = False
+            search.tried.clear()
             for tool in row.targets:
                 if tool in row.sources and tool in row.schemas and search.open_targets(tool):
                     progress |= await search.search_tool(tool)
-            if not progress or search.gave_up:
+            if not progress or time.monotonic() > search.deadline:
                 break
         await search.recheck()
     finally:

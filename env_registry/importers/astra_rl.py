@@ -55,7 +55,8 @@ def recovered_call_key(tool: ToolSpec) -> CallKey | None:
     pass (the entity, the key) and every enum or boolean modifier of its schema, passed or not
     (a recovered call that left a modifier at its default asked for the default: a call setting
     it otherwise asks something else); list parameters may hold more items than the recovered
-    call's one (a batch call over every compared entity asks about this one too)."""
+    call's one when they list entities (a batch call over every compared entity asks about this
+    one too), not when they list numbers (the operands of a sum are exactly these)."""
     props = tool.parameters.get("properties") or {}
     required = set(tool.parameters.get("required") or [])
     passed = {p for g in tool.golden_calls for p in g.args}
@@ -67,7 +68,9 @@ def recovered_call_key(tool: ToolSpec) -> CallKey | None:
     if not params:
         return None
     defaults = {p: v for p, v in tool_defaults(tool).items() if p in params}
-    includes = [p for p in params if props[p].get("type") == "array"]
+    includes = [
+        p for p in params if props[p].get("type") == "array" and (props[p].get("items") or {}).get("type") == "string"
+    ]
     return CallKey(params=params, defaults=defaults, includes=includes)
 
 
