@@ -77,13 +77,19 @@ _CAPITALISED = re.compile(rf"[A-Z][\w\-]*(?:[ ](?:{_CONNECTORS}[ ])?(?:[A-Z][\w\
 _ID_LIKE = re.compile(r"\b[A-Za-z_\-]*\d[\w\-]*\b")
 _NUMBER = re.compile(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
 _MAX_TEXT_VALUE = 80
+# Capitalised because they open a sentence, not because they name something.
+_SENTENCE_WORDS = frozenset(
+    "what which who whom whose where when how why is are was were do does did can could would should will "
+    "please tell find give show list first then next finally and or but if in on at for from to of by with "
+    "the a an i my me we our you your it its this that these those there here".split()
+)
 
 
 @dataclass(frozen=True)
 class Budget:
     """Bounds of the search of one row."""
 
-    calls_per_tool: int = 400
+    calls_per_tool: int = 1000
     seconds_per_row: float = 60.0
     rounds: int = 4  # dependency depth: a value must come from the text or an output accepted within this many rounds
     equivalent: int = 4  # most interchangeable calls (same entities in another order) kept for one answer
@@ -178,10 +184,11 @@ def text_values(text: str) -> list[Any]:
     leaves, quoted strings, capitalised runs and their words, id-like tokens, numbers."""
     found: list[Any] = list(_embedded_json(text))
     found += [a or b for a, b in _QUOTED.findall(text)]
-    for m in _CAPITALISED.finditer(text):
-        run = m.group(0).rstrip(".-").removesuffix("'s")
-        found.append(run)
-        found.extend(_spans(run))
+    runs = [m.group(0).rstrip(".-").removesuffix("'s") for m in _CAPITALISED.finditer(text)]
+    spans = [_spans(run) for run in runs]
+    found += [s[0] for s in spans if s]  # each run's longest name first: the likeliest whole entity
+    found += [r for r in runs if len(r) > 1 and r.casefold() not in _SENTENCE_WORDS]
+    found += [x for s in spans for x in s[1:]]
     found += _ID_LIKE.findall(text)
     found += [_number(n) for n in _NUMBER.findall(text)]
     return _unique(v.strip() if isinstance(v, str) else v for v in found)
@@ -193,8 +200,11 @@ def _spans(run: str) -> list[str]:
     out = []
     for segment in re.split(rf"\s+{_CONNECTORS}\s+", run):
         words = [w.removesuffix("'s") for w in segment.split()]
-        out += [" ".join(words[i:j]) for i in range(len(words)) for j in range(len(words), i, -1)]
-    return out
+        while words and words[0].casefold() in _SENTENCE_WORDS:
+            words = words[1:]
+        spans = [" ".join(words[i:j]) for i in range(len(words)) for j in range(len(words), i, -1)]
+        out += [x for x in spans if len(x) > 1 and x.casefold() not in _SENTENCE_WORDS]
+    return sorted(out, key=lambda x: -len(x.split()))  # longest first: whole names before their parts
 
 
 def _key(v: Any) -> tuple[str, str]:
