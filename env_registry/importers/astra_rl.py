@@ -111,6 +111,7 @@ def recovered_conversion(row: RlRow, rec: RowRecovery, source: str, domain: str,
     """The environment of a row whose golden calls were recovered, or the row's rejection with
     every unrecovered answer's reason (see the module docstring; `plain`: import it anyway)."""
     qid = _answer_ids(row)
+    plain = plain and bool(rec.missing)  # a fully recovered row is scored by our rule either way
     if rec.missing and not plain:
         gave_up = f" ({rec.gave_up})" if rec.gave_up else ""
         issues = [
