@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
 from env_registry.clikit import UsageError, run_async
 from env_registry.export import DEFAULT_SYSTEM_PROMPT
 from env_registry.export_rl import write_rl_rows
@@ -27,6 +28,7 @@ from env_registry.importers.astra import Conversion, RlRow, convert
 from env_registry.importers.astra_rl import recovered_conversion, recovery_summary, row_tools
 from env_registry.importers.sources import SourceError, SourceRow, check_files, read_rows
 from env_registry.recovery import Budget, RowRecovery, recover_row
+from env_registry.recovery_llm import llm_proposer
 from env_registry.validate import Rule, default_sandbox
 
 __all__ = ["RecoveryStep", "add_parsers", "add_recovery_options", "budget_of"]
@@ -48,6 +50,13 @@ def add_recovery_options(p: argparse.ArgumentParser) -> None:
         default=b.seconds_per_row,
         help=f"search time per row (default {b.seconds_per_row:g})",
     )
+    add_llm_arguments(p, what="optional: proposes calls for answers the LLM-free search does not find")
+
+
+def proposer_config(args: argparse.Namespace) -> LLMConfig | None:
+    """The proposer's model settings, or None when none is configured (LLM-free recovery)."""
+    cfg = LLMConfig.from_args(args)
+    return cfg if cfg.base_urls or cfg.scripted or cfg.responder else None
 
 
 def budget_of(args: argparse.Namespace) -> Budget:
@@ -56,16 +65,25 @@ def budget_of(args: argparse.Namespace) -> Budget:
     return Budget(calls_per_tool=args.calls_per_tool, seconds_per_row=args.seconds_per_row)
 
 
-async def recover_rows(rows: list[RlRow], budget: Budget, concurrency: int) -> list[RowRecovery]:
-    """Recovery of each row, `concurrency` rows at once, in one sandbox pool."""
+async def recover_rows(
+    rows: list[RlRow], budget: Budget, concurrency: int, llm: LLMConfig | None = None
+) -> list[RowRecovery]:
+    """Recovery of each row, `concurrency` rows at once, in one sandbox pool (with a model as
+    the proposer when `llm` is given)."""
     sem = asyncio.Semaphore(max(1, concurrency))
-    async with default_sandbox() as sandbox:
+    client = build_client(llm) if llm is not None else None
+    propose = llm_proposer(client) if client is not None else None
+    try:
+        async with default_sandbox() as sandbox:
 
-        async def one(row: RlRow) -> RowRecovery:
-            async with sem:
-                return await recover_row(row_tools(row), sandbox, budget)
+            async def one(row: RlRow) -> RowRecovery:
+                async with sem:
+                    return await recover_row(row_tools(row), sandbox, budget, propose)
 
-        return await asyncio.gather(*(one(r) for r in rows))
+            return await asyncio.gather(*(one(r) for r in rows))
+    finally:
+        if client is not None:
+            await client.aclose()
 
 
 def _recoverable(c: Conversion) -> bool:
@@ -82,6 +100,7 @@ class RecoveryStep:
         self.enabled = not args.no_recovery
         self.plain = args.reward_rule == "plain"
         self.budget = budget_of(args)
+        self.llm = proposer_config(args)
         self.concurrency = args.concurrency
         self.domain = args.domain
         self.pending: list[tuple[SourceRow, Conversion]] = []
@@ -98,7 +117,7 @@ class RecoveryStep:
         if not self.pending or (len(self.pending) < _BATCH and not force):
             return
         batch, self.pending = self.pending, []
-        results = run_async(recover_rows([c.rl_row for _, c in batch], self.budget, self.concurrency))
+        results = run_async(recover_rows([c.rl_row for _, c in batch], self.budget, self.concurrency, self.llm))
         for (row, c), rec in zip(batch, results, strict=True):
             out = recovered_conversion(c.rl_row, rec, row.label, self.domain, plain=self.plain)
             if out.spec is None:
@@ -151,7 +170,9 @@ def cmd_recover_calls(args: argparse.Namespace) -> int:
     except SourceError as exc:
         raise UsageError(str(exc)) from None
     sound = [(row, c) for row, c in rows if _recoverable(c)]
-    results = run_async(recover_rows([c.rl_row for _, c in sound], budget_of(args), args.concurrency))
+    results = run_async(
+        recover_rows([c.rl_row for _, c in sound], budget_of(args), args.concurrency, proposer_config(args))
+    )
     answers = recovered = complete = 0
     with open(args.out, "w", encoding="utf-8") as f:
         for (row, c), rec in zip(sound, results, strict=True):

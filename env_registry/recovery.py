@@ -47,7 +47,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,17 +56,20 @@ from env_registry.arguments import argument_validator
 from env_registry.matching import answer_in_output, answer_number
 from env_registry.spec import tool_module
 
-__all__ = ["Budget", "Recovered", "RowRecovery", "RowTools", "recover_row", "text_values"]
+__all__ = ["Budget", "Proposer", "Recovered", "RowRecovery", "RowTools", "recover_row", "text_values"]
 
 # Sources of a value, in the order the search tries them.
 ANSWER, TEXT, OUTPUT = "answer", "text", "output"
-ENUM, BOOLEAN, DEFAULT, EXAMPLE = "enum", "boolean", "default", "example"
-_IDENTIFYING_SOURCES = (ANSWER, TEXT, OUTPUT)  # a free identifying value must come from one of these
+ENUM, BOOLEAN, DEFAULT, EXAMPLE, LLM = "enum", "boolean", "default", "example", "llm"
+# A free identifying value must come from one of these: the task, an accepted call, or a model's
+# proposal (a spelling the text does not state: "Harbour Pt." for "Harbour Point"), which still
+# has to be the one call that produces the answer.
+_IDENTIFYING_SOURCES = (ANSWER, TEXT, OUTPUT, LLM)
 _FROM_CALL = (ANSWER, OUTPUT)  # values an accepted call returned: its answer, or another leaf of its output
 # The order values are tried in: an accepted call's answer is what a dependent call most often
 # takes (ASTRA's sub-questions pass answers on), then what the task states, then the rest of an
 # output; schema defaults and examples last (decoys: they only widen the uniqueness test).
-_TIER = {ANSWER: 0, TEXT: 1, ENUM: 1, BOOLEAN: 1, OUTPUT: 2, DEFAULT: 3, EXAMPLE: 3}
+_TIER = {ANSWER: 0, TEXT: 1, ENUM: 1, BOOLEAN: 1, OUTPUT: 2, LLM: 2, DEFAULT: 3, EXAMPLE: 3}
 _MAX_COMBOS = 20_000  # combinations ranked per tool and round (each parameter's best values kept)
 _MAX_OPERANDS = 6  # accepted numeric answers combined into operand lists (every subset of >= 2)
 
@@ -93,6 +96,7 @@ class Budget:
     seconds_per_row: float = 60.0
     rounds: int = 4  # dependency depth: a value must come from the text or an output accepted within this many rounds
     equivalent: int = 4  # most interchangeable calls (same entities in another order) kept for one answer
+    proposals: int = 5  # calls taken from a model per unrecovered answer (with a proposer)
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,10 @@ class Recovered:
     @property
     def id(self) -> str:
         return f"{self.tool}#{self.index}"
+
+
+# (row, tool, answer, calls accepted so far) -> argument objects a model proposes for the answer.
+Proposer = Callable[["RowTools", str, str, list["Recovered"]], Awaitable[list[dict[str, Any]]]]
 
 
 @dataclass
@@ -434,6 +442,7 @@ class _Search:
     final: set[str] = field(default_factory=set)  # answers decided for good (ambiguous, not reproducible)
     tried: dict[str, int] = field(default_factory=dict)  # new calls run per tool this round
     modifiers: dict[str, bool] = field(default_factory=dict)  # whether a tool's last search set its modifiers
+    proposed: dict[str, list[dict[str, Value]]] = field(default_factory=dict)  # a model's calls, per tool
     gave_up: str | None = None
 
     def open_targets(self, tool: str) -> list[tuple[int, str]]:
@@ -467,6 +476,8 @@ class _Search:
             res = await self.runner.call(tool, args)
             self.tried[tool] = self.tried.get(tool, 0) + (self.runner.calls - before)
             results.append((combo, res))
+        for combo in self.proposed.get(tool, []):  # a model's calls stay candidates (for the recheck too)
+            results.append((combo, await self.runner.call(tool, {k: v.value for k, v in combo.items()})))
         return results
 
     async def search_tool(self, tool: str) -> bool:
@@ -520,6 +531,31 @@ class _Search:
             if aid in r.depends_on:
                 self._drop(other, f"its call used the output of {aid}, which was dropped")
 
+    async def propose_missing(self, propose: Proposer) -> bool:
+        """Ask the proposer for calls of each answer no candidate produced; its calls join the
+        LLM-free candidates and the same acceptance decides (the sandbox, not the model)."""
+        progress = False
+        for tool in self.row.targets:
+            validator = argument_validator(self.row.schemas.get(tool) or {})
+            for k, answer in self.open_targets(tool):
+                if not self.missing.get(f"{tool}#{k}", "").startswith("no candidate") or tool not in self.row.sources:
+                    continue
+                calls = (await propose(self.row, tool, answer, list(self.recovered.values())))[: self.budget.proposals]
+                valid = [c for c in calls if isinstance(c, dict) and validator.is_valid(c)]
+                self.proposed.setdefault(tool, []).extend({p: self._sourced(v) for p, v in c.items()} for c in valid)
+                results = await self.hits_of(tool, self.modifiers.get(tool, False))
+                hit, others, why = _decide(self._hits(answer, results), self.budget, self.row.text)
+                if hit is None:
+                    self.missing[f"{tool}#{k}"] = f"{why} (with {len(calls)} calls a model proposed)"
+                    continue
+                progress |= await self._accept(tool, k, answer, hit, others)
+        return progress
+
+    def _sourced(self, value: Any) -> Value:
+        """A proposed value with the source it has in the pool (the text, an output), else `llm`."""
+        found = next((v for v in self.pool if v.value == value and type(v.value) is type(value)), None)
+        return found or Value(value, LLM)
+
     @staticmethod
     def _hits(answer: str, results: list[tuple[dict[str, Value], Any]]) -> list[_Hit]:
         out = []
@@ -562,9 +598,13 @@ class _Search:
                 sources[_key(x)] = {OUTPUT}
 
 
-async def recover_row(row: RowTools, sandbox: Any, budget: Budget = Budget()) -> RowRecovery:
+async def recover_row(
+    row: RowTools, sandbox: Any, budget: Budget = Budget(), propose: Proposer | None = None
+) -> RowRecovery:
     """Recover the golden call of every target answer of `row` that the search can pin down
-    (see the module docstring); `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
+    (see the module docstring); `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`.
+    `propose` (a model, `env_registry.recovery_llm`) is asked only for answers no LLM-free
+    candidate produced."""
     t0 = time.monotonic()
     runner = _Runner(row, sandbox)
     search = _Search(row, runner, budget, t0 + budget.seconds_per_row, [Value(v, TEXT) for v in text_values(row.text)])
@@ -578,6 +618,8 @@ async def recover_row(row: RowTools, sandbox: Any, budget: Budget = Budget()) ->
             for tool in row.targets:
                 if tool in row.sources and tool in row.schemas and search.open_targets(tool):
                     progress |= await search.search_tool(tool)
+            if propose is not None and not progress and time.monotonic() <= search.deadline:
+                progress = await search.propose_missing(propose)
             if not progress or time.monotonic() > search.deadline:
                 break
         await search.recheck()

@@ -167,3 +167,56 @@ def test_export_then_recover_gives_back_the_stripped_calls(tmp_path, capsys):
 def test_defective_rows_keep_their_defects(index):
     c = convert(_rows()[index], "f")
     assert c.rl_row is None and c.issues[0].rule in (Rule.TOOL_NAMES_UNIQUE, Rule.TOOL_SIGNATURE)
+
+
+STATIONS = RowTools(
+    text="When does the first train leave Harbour Point, and from which platform?",
+    schemas={
+        "first_train": {
+            "type": "object",
+            "properties": {"station_code": {"type": "string", "description": "Three-letter station code."}},
+            "required": ["station_code"],
+        }
+    },
+    sources={
+        "first_train": "TIMES = {'HBP': '05:42 from platform 3', 'EVL': '05:42 from platform 1'}\n\n\n"
+        "def first_train(station_code):\n"
+        "    if station_code not in TIMES:\n"
+        "        raise ValueError(f'unknown station code {station_code}')\n"
+        "    return f'First train from {station_code}: {TIMES[station_code]}'\n"
+    },
+    targets={"first_train": ["05:42"]},
+)
+
+
+def _proposing(*calls: dict):
+    """A canned model (the synthesis client's scripted backend) proposing `calls` for any answer."""
+    from data_synth.llm.client import LLMClient
+    from data_synth.llm.scripted import ScriptedBackend
+    from env_registry.recovery_llm import STEP, llm_proposer
+
+    def responder(step, payload):
+        assert step == STEP and "05:42" in payload["messages"][-1]["content"]
+        return json.dumps({"calls": list(calls)})
+
+    return llm_proposer(LLMClient(ScriptedBackend([], responder=responder), model="scripted"))
+
+
+def _recover_with(propose) -> object:
+    async def go():
+        async with default_sandbox() as sandbox:
+            return await recover_row(STATIONS, sandbox, Budget(), propose)
+
+    return asyncio.run(go())
+
+
+def test_a_models_proposal_is_a_candidate_the_sandbox_accepts_or_not():
+    rec = _recover_with(None)  # the text names the station, not its code: nothing LLM-free finds it
+    assert rec.missing["first_train#0"] == "no candidate call's output contains it"
+    rec = _recover_with(_proposing({"station_code": "HBP"}, {"station_code": "Harbour Point"}, {"code": 1}))
+    (found,) = rec.recovered
+    assert found.args == {"station_code": "HBP"} and found.found_by == {"station_code": "llm"}
+    # a second proposal whose output holds the answer too makes it ambiguous: the model does not decide
+    rec = _recover_with(_proposing({"station_code": "HBP"}, {"station_code": "EVL"}))
+    assert not rec.recovered and rec.missing["first_train#0"].startswith("ambiguous: 2 calls")
+    assert "(with 2 calls a model proposed)" in rec.missing["first_train#0"]
