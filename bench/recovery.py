@@ -1,6 +1,7 @@
 """Golden-call recovery measured on worlds whose golden calls are known.
 
     python bench/recovery.py --n 300
+    python bench/recovery.py --n 300 --llm-base-url http://localhost:8000/v1 --llm-model smollm2   # a model proposes too
 
 Our environments are exported to ASTRA-RL-1k rows (`env_registry.export_rl`: golden calls,
 sub-question texts, dependencies and final answers stripped), recovered LLM-free
@@ -35,15 +36,17 @@ from typing import Any
 
 from benchkit import machine_line
 
+from data_synth.llm.config import LLMConfig, add_llm_arguments
+from env_registry.cli_rl import proposer_config, recover_rows
 from env_registry.export_rl import answers_by_tool, to_rl_row
 from env_registry.families.procedural import generate
 from env_registry.importers.astra import convert, read_rl_row
-from env_registry.importers.astra_rl import recovered_call_key, row_tools
+from env_registry.importers.astra_rl import recovered_call_key
 from env_registry.importers.sources import read_rows
 from env_registry.matching import args_agree
-from env_registry.recovery import Budget, Recovered, RowRecovery, recover_row
+from env_registry.recovery import Budget, Recovered, RowRecovery
 from env_registry.spec import CallCheck, EnvSpec, GoldenCall
-from env_registry.validate import check_structure, default_sandbox
+from env_registry.validate import check_structure
 
 PIPELINE = Path(__file__).resolve().parent.parent / "tests" / "env_registry" / "data" / "astra_env_synthesis.jsonl"
 
@@ -90,17 +93,13 @@ def judge(env: EnvSpec, rec: RowRecovery) -> dict[str, int]:
     return out
 
 
-async def run(envs: list[EnvSpec], budget: Budget, concurrency: int) -> list[RowRecovery]:
-    sem = asyncio.Semaphore(concurrency)
-    async with default_sandbox() as sandbox:
-
-        async def one(env: EnvSpec) -> RowRecovery:
-            row, issues = read_rl_row(to_rl_row(env))
-            assert row is not None, issues
-            async with sem:
-                return await recover_row(row_tools(row), sandbox, budget)
-
-        return await asyncio.gather(*(one(e) for e in envs))
+async def run(envs: list[EnvSpec], budget: Budget, concurrency: int, llm: LLMConfig | None) -> list[RowRecovery]:
+    rows = []
+    for env in envs:
+        row, issues = read_rl_row(to_rl_row(env))
+        assert row is not None, issues
+        rows.append(row)
+    return await recover_rows(rows, budget, concurrency, llm)
 
 
 def pipeline_envs(path: Path) -> list[EnvSpec]:
@@ -146,13 +145,16 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="rows searched at once (default 4)")
     ap.add_argument("--calls-per-tool", type=int, default=Budget().calls_per_tool)
     ap.add_argument("--seconds-per-row", type=float, default=Budget().seconds_per_row)
+    add_llm_arguments(ap, what="optional proposer for answers the LLM-free search does not find")
     args = ap.parse_args()
+    llm = proposer_config(args)
     print(machine_line())
+    print(f"proposer: {'none (LLM-free)' if llm is None else llm.model or llm.scripted or llm.responder}")
     budget = Budget(calls_per_tool=args.calls_per_tool, seconds_per_row=args.seconds_per_row)
     procedural = generate(args.n, seed=args.seed)
     pipeline = pipeline_envs(args.pipeline) if args.pipeline.exists() else []
     t0 = time.perf_counter()
-    results = asyncio.run(run(procedural + pipeline, budget, args.concurrency))
+    results = asyncio.run(run(procedural + pipeline, budget, args.concurrency, llm))
     wall = time.perf_counter() - t0
     pairs = list(zip(procedural + pipeline, results, strict=True))
     families: dict[str, list[tuple[EnvSpec, RowRecovery]]] = defaultdict(list)
