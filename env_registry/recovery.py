@@ -3,40 +3,44 @@
 A row (`prompt`, `tool_schema`, `tool_dict`, `sub_qa_dict`) says which answers each tool's calls
 must produce but not the calls. Our reward needs the calls: a call solves a sub-question only when
 it asks what the golden call asks (`env_registry.matching.args_agree` on the identifying
-parameters). This module searches for them, without a model:
+parameters). This module searches for them, LLM-free first (docs/astra-rl-1k.md has the story):
 
 Candidates. Each parameter gets values typed by its schema: enum members (only those, when it
 has an enum); for free strings and numbers, the values the task states (quoted strings, runs of
-capitalised words and each of their words, id-like tokens, numbers, dates, JSON leaves of a
-background), the schema's default and examples, and, from the second round on, the leaves of the
-outputs of calls already accepted (dependent calls: a country read off a city's profile).
-Booleans get both values. The required parameters are combined first with the optional ones
-left out (the tool's defaults); only a tool none of whose answers such a call finds is tried
-again with its optional enum and boolean modifiers set. Arrays, objects and free optional
-parameters are never guessed (they are the caller's choice, or a row a bounded search cannot
-enumerate).
+capitalised words and their spans, id-like tokens, numbers, dates, JSON leaves of a background),
+the schema's default and examples, and, from the second round on, what accepted calls returned
+(their answers first, then the other leaves of their outputs: a country read off a city's
+profile). Booleans get both values; a list parameter one entity at a time, or subsets of the
+accepted numeric answers for a list of numbers. The required parameters are combined first with
+the optional ones left out (the tool's defaults); only a tool none of whose answers such a call
+finds is tried again with its optional enum and boolean modifiers set. Combinations are ranked by
+where their values come from (`_TIER`) and tried best first. A proposer (a model,
+`env_registry.recovery_llm`) is asked only for answers nothing LLM-free produced; its calls are
+candidates like the others.
 
 Acceptance (why a wrong-entity call cannot get in). For each target answer, every candidate
 whose output contains it (outside the echoes of its own arguments, `answer_in_output`) is a hit.
 An answer is recovered only when
-  1. its hits agree: they have the same identifying values up to order (an origin/destination
+  1. its hits agree: they have the same argument values up to order (an origin/destination
      pair either way round) or byte-identical outputs; two different entities whose outputs both
-     hold the answer make the answer *ambiguous*, and it is left unrecovered, never guessed;
+     hold the answer make the answer *ambiguous*, and it is left unrecovered, never guessed
+     (hits that disagree are narrowed once to those whose enum values the task names);
   2. every free identifying value (not an enum member or a boolean) of the accepted call comes
-     from the task text or from the output of a call accepted earlier (a schema example or
-     default alone does not identify anything: it is a decoy that only widens the uniqueness
-     test);
+     from the task text, an accepted call's output or a model's proposal (a schema example or
+     default alone identifies nothing: it is a decoy that only widens the uniqueness test);
   3. the call, replayed alone in two fresh sessions, produces the answer both times with the
-     same output (random ids and clocks fail here, as the determinism rule would fail them).
+     same output (random ids and clocks fail here, as the determinism rule would fail them);
+  4. after the last round it is still the only call producing the answer among every candidate
+     the search ended with, less the outputs its own call led to (`_Search.recheck`).
 So a wrong entity is accepted only if the right one is not among the candidates at all while
 the wrong one's output holds the answer: the candidate pool holds every entity the text names
 and every value an accepted output returned, and the benchmark (`bench/recovery.py`) measures
 what slips through on worlds whose golden calls are known.
 
-The search is bounded (`Budget`: calls per tool, seconds per row, rounds); when it stops early
-the row says why (`RowRecovery.gave_up`), and every unrecovered answer says why it was not
-recovered (no hit, ambiguous, not reproducible, budget). Every recovered call records how it was
-found (`Recovered.found_by`: where each argument value came from).
+The search is bounded (`Budget`: new calls per tool and round, seconds per row, rounds, model
+proposals); when a bound stops it the row says which (`RowRecovery.gave_up`), and every
+unrecovered answer says why (no hit, ambiguous, not reproducible). Every recovered call records
+how it was found (`Recovered.found_by`: where each argument value came from).
 """
 
 from __future__ import annotations
