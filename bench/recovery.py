@@ -20,8 +20,13 @@ reward's own check (`env_registry.matching.args_agree`), per family:
 - rows: share of rows with every answer recovered (what import-astra imports);
 - time per row: median and p95 seconds of one row's search (rows searched `--concurrency` at once).
 
-Families: the procedural generator, per scenario type, and ASTRA pipeline records imported from
-a JSONL (`--pipeline`, default the importer tests' fixtures written in ASTRA's format).
+Families: the procedural generator, per scenario type; ASTRA pipeline records imported from a
+JSONL (`--pipeline`, default the importer tests' fixtures written in ASTRA's format); and any
+store's environments by generator (`--store`), e.g. synthesized ones:
+
+    python -m data_synth env run --run-dir runs/dry --mode domain --sample --allow-scripted \
+        --llm-responder data_synth.env.canned:respond
+    python bench/recovery.py --n 300 --store runs/dry/envs
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from env_registry.importers.sources import read_rows
 from env_registry.matching import args_agree
 from env_registry.recovery import Budget, Recovered, RowRecovery
 from env_registry.spec import CallCheck, EnvSpec, GoldenCall
+from env_registry.store import EnvStore
 from env_registry.validate import check_structure
 
 PIPELINE = Path(__file__).resolve().parent.parent / "tests" / "env_registry" / "data" / "astra_env_synthesis.jsonl"
@@ -142,6 +148,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=300, help="procedural environments (default 300)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--pipeline", type=Path, default=PIPELINE, help="JSONL of ASTRA pipeline records")
+    ap.add_argument(
+        "--store",
+        type=Path,
+        action="append",
+        default=[],
+        help="also a store's environments, a family per generator (e.g. a `data_synth env run` store)",
+    )
     ap.add_argument("--concurrency", type=int, default=4, help="rows searched at once (default 4)")
     ap.add_argument("--calls-per-tool", type=int, default=Budget().calls_per_tool)
     ap.add_argument("--seconds-per-row", type=float, default=Budget().seconds_per_row)
@@ -153,17 +166,21 @@ def main() -> None:
     budget = Budget(calls_per_tool=args.calls_per_tool, seconds_per_row=args.seconds_per_row)
     procedural = generate(args.n, seed=args.seed)
     pipeline = pipeline_envs(args.pipeline) if args.pipeline.exists() else []
+    stored = [e for path in args.store for e in EnvStore.open(path)]
     t0 = time.perf_counter()
-    results = asyncio.run(run(procedural + pipeline, budget, args.concurrency, llm))
+    results = asyncio.run(run(procedural + pipeline + stored, budget, args.concurrency, llm))
     wall = time.perf_counter() - t0
-    pairs = list(zip(procedural + pipeline, results, strict=True))
+    pairs = list(zip(procedural + pipeline + stored, results, strict=True))
     families: dict[str, list[tuple[EnvSpec, RowRecovery]]] = defaultdict(list)
     for env, rec in pairs[: len(procedural)]:
         families[f"procedural/{env.scenario_type.value}"].append((env, rec))
     families = dict(sorted(families.items()))
     families["procedural (all)"] = pairs[: len(procedural)]
     if pipeline:
-        families["astra pipeline records"] = pairs[len(procedural) :]
+        families["astra pipeline records"] = pairs[len(procedural) : len(procedural) + len(pipeline)]
+    for env, rec in pairs[len(procedural) + len(pipeline) :]:
+        p = env.provenance
+        families.setdefault(f"store: {p.generator}{' (scripted)' if p.scripted else ''}", []).append((env, rec))
     print(
         f"recovered {len(pairs)} rows LLM-free in {wall:.1f} s wall ({args.concurrency} at once; budget "
         f"{budget.calls_per_tool} calls per tool and round, {budget.seconds_per_row:g} s per row)"
