@@ -33,10 +33,12 @@ language is zh when the question has CJK characters, else en; the domain is the 
 
 `rl_1k`: a row of the ASTRA-RL-1k release: `prompt` (chat messages), `tool_schema` (OpenAI
 tools), `tool_dict` ({name: code}), `sub_qa_dict` ({tool: [answers]}), the last three as JSON
-text. These rows carry no call statements (nor sub-question texts or a final answer), so no
-answer can be replayed and no environment can be verified: a row is checked (tool names
-unique, schemas, code that parses and defines its tool with a fitting signature, every target
-tool listed and implemented) and always rejected, its defects listed before the missing calls.
+text. These rows carry no call statements (nor sub-question texts or a final answer): a row is
+checked (tool names unique, schemas, code that parses and defines its tool with a fitting
+signature, every target tool listed and implemented), its defects listed before the missing
+calls; a sound row is handed on (`Conversion.rl_row`) to golden-call recovery
+(`env_registry.recovery`), which imports it when every call is found
+(`env_registry.importers.astra_rl`).
 
 `synthesis_input`: what ASTRA's repository releases as data (`env_synthesis/data/`) is the
 pipeline's input, not environments: knowledge domains and context passages (`{domain,
