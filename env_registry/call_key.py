@@ -22,7 +22,7 @@ from typing import Any
 
 from env_registry.spec import CallKey, ToolSpec
 
-__all__ = ["derive_call_key"]
+__all__ = ["derive_call_key", "tool_defaults"]
 
 
 def _signature_defaults(tool: ToolSpec) -> dict[str, Any]:
@@ -43,6 +43,13 @@ def _signature_defaults(tool: ToolSpec) -> dict[str, Any]:
         except ValueError:
             continue  # not a literal: unknown default
     return out
+
+
+def tool_defaults(tool: ToolSpec) -> dict[str, Any]:
+    """Each parameter's default: the literal default of the function's signature, else the schema's."""
+    props = tool.parameters.get("properties") or {}
+    out = {p: prop["default"] for p, prop in props.items() if isinstance(prop, dict) and "default" in prop}
+    return out | {p: v for p, v in _signature_defaults(tool).items() if p in props}
 
 
 def derive_call_key(tool: ToolSpec) -> CallKey | None:

@@ -3,6 +3,8 @@
     python -m env_registry --store envs generate --n 2000 --seed 0
     python -m env_registry --store envs add synthesized.jsonl
     python -m env_registry --store envs import-astra step5_merged.json
+    python -m env_registry --store envs export-astra-rl --out rl_rows.jsonl
+    python -m env_registry recover-calls rl_rows.jsonl --out recovered.jsonl
     python -m env_registry --store envs validate
     python -m env_registry --store envs stats --plot stats.png
     python -m env_registry --store envs show 3f2a9c...
@@ -33,6 +35,7 @@ import networkx as nx
 from tqdm.auto import tqdm
 
 from astra_verl.strict import SettingsError
+from env_registry import cli_rl
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 from env_registry.export import (
     DEFAULT_INTERACTION,
@@ -50,7 +53,14 @@ from env_registry.mixing import build_mixer
 from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType, spec_json_schema
 from env_registry.store import EnvStore, StoreError
-from env_registry.validate import Rule, ValidationIssue, check_structure, parse_record, validate_stream
+from env_registry.validate import (
+    Rule,
+    ValidationIssue,
+    check_structure,
+    family_rules,
+    parse_record,
+    validate_stream,
+)
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
@@ -198,7 +208,7 @@ def _admit(args: argparse.Namespace, store, incoming: Iterable[_Incoming], rejec
 
     pending: list[_Incoming] = []
     for item in incoming:
-        issues = item.issues + (check_structure(item.spec) if item.spec is not None else [])
+        issues = item.issues + (_structure(item.spec) if item.spec is not None else [])
         if issues:
             rejects.write(item.row, issues)
         else:
@@ -208,6 +218,12 @@ def _admit(args: argparse.Namespace, store, incoming: Iterable[_Incoming], rejec
             pending = []
     flush(pending)
     return totals
+
+
+def _structure(spec: Any) -> list[ValidationIssue]:
+    """Structural issues less those the environment's family waives (as `validate` reads them)."""
+    waives = family_rules(spec).waives
+    return [i for i in check_structure(spec) if not waives(i.rule.value, i.field)]
 
 
 def _env_lines(args: argparse.Namespace) -> Iterator[_Incoming]:
@@ -250,7 +266,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 # -- import-astra --------------------------------------------------------------------------
 
 
-def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Incoming]:
+def _astra_records(args: argparse.Namespace, formats: Counter, recovery: cli_rl.RecoveryStep) -> Iterator[_Incoming]:
     for file in args.files:
         for row in tqdm(read_rows(file), desc=f"import {file}", unit="record", disable=args.quiet):
             if row.data is None:
@@ -259,7 +275,12 @@ def _astra_records(args: argparse.Namespace, formats: Counter) -> Iterator[_Inco
                 continue
             converted = convert(row.data, row.label, args.domain)
             formats[converted.format] += 1
-            yield _Incoming(row, converted.spec, converted.issues)
+            if not recovery.offer(row, converted):
+                yield _Incoming(row, converted.spec, converted.issues)
+            for held, out in recovery.flush():
+                yield _Incoming(held, out.spec, out.issues)
+    for held, out in recovery.flush(force=True):
+        yield _Incoming(held, out.spec, out.issues)
 
 
 def cmd_import_astra(args: argparse.Namespace) -> int:
@@ -271,10 +292,11 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
     # Beside the store, the command's output: a release's folder may be read-only or shared.
     rejects = _Rejects(args.rejects, Path(args.store).with_name(Path(args.store).name + ".rejects.jsonl"))
     formats: Counter = Counter()
+    recovery = cli_rl.RecoveryStep(args)
     t0 = time.perf_counter()
     try:
         with store:
-            totals = _admit(args, store, _astra_records(args, formats), rejects)
+            totals = _admit(args, store, _astra_records(args, formats, recovery), rejects)
             total = len(store)
     except (RuntimeError, SourceError) as exc:
         raise UsageError(f"{exc}") from None
@@ -284,6 +306,8 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
     mode = "structure only" if args.no_replay else "structure + replay twice (determinism)"
     _out(f"\nread {records} ASTRA records in {time.perf_counter() - t0:.1f} s ({mode})")
     _table("formats", formats, records)
+    if recovery.summary():
+        _out(recovery.summary())
     _out(
         f"imported {totals['added']} environments, {totals['duplicates']} already in the store, "
         f"rejected {rejects.count}"
@@ -291,6 +315,10 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
     rejects.summary()
     _out(f"store {args.store} now holds {total}")
     return 1 if rejects.count else 0
+
+
+def cmd_export_astra_rl(args: argparse.Namespace) -> int:
+    return cli_rl.cmd_export_astra_rl(args, _store(args))
 
 
 # -- validate ------------------------------------------------------------------------------
@@ -591,12 +619,13 @@ def build_parser() -> argparse.ArgumentParser:
     ia = sub.add_parser(
         "import-astra",
         parents=[common],
-        help="import ASTRA's released environments (pipeline step 4/5 records; ASTRA-RL-1k rows are checked)",
+        help="import ASTRA's released environments (pipeline step 4/5 records; ASTRA-RL-1k rows, calls recovered)",
         description="Read ASTRA's environment data (JSON, JSONL or parquet; see env_registry.importers.astra for "
         "the formats and the field mapping). Each record becomes an environment, is checked structurally and "
         "its golden calls replayed twice in the sandbox (answers must reproduce); valid ones are added, "
         "duplicates skipped, rejected ones written with file, place and reasons to the rejects file, and "
-        "counted by rule. ASTRA-RL-1k rows carry no call statements: they are checked and always rejected.",
+        "counted by rule. ASTRA-RL-1k rows carry no call statements: their golden calls are recovered in the "
+        "sandbox first (env_registry.recovery); rows not fully recovered are rejected with each answer's reason.",
     )
     ia.add_argument("files", nargs="+", metavar="FILE", help=".json, .jsonl or .parquet")
     ia.add_argument(
@@ -605,7 +634,17 @@ def build_parser() -> argparse.ArgumentParser:
     ia.add_argument("--rejects", help="rejects file, appended to (default: <STORE>.rejects.jsonl next to the store)")
     ia.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
     ia.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    ia.add_argument("--no-recovery", action="store_true", help="ASTRA-RL-1k rows: do not recover golden calls")
+    ia.add_argument(
+        "--reward-rule",
+        choices=["ours", "plain"],
+        default="ours",
+        help="ASTRA-RL-1k rows whose calls are not all recovered: rejected (ours, default) or imported scored by "
+        "the plain rule (any own-tool call whose output holds the answer; counted in the log)",
+    )
+    cli_rl.add_recovery_options(ia)
     ia.set_defaults(func=cmd_import_astra)
+    cli_rl.add_parsers(sub, common).set_defaults(func=cmd_export_astra_rl)
 
     v = sub.add_parser("validate", parents=[common], help="check structure and replay golden calls in the sandbox")
     v.add_argument("ids", nargs="*", help="environment ids (default: all)")

@@ -55,3 +55,12 @@ class FamilyRules:
 
 
 DEFAULT = FamilyRules()
+
+
+# ASTRA-RL-1k rows imported under the plain rule (`--reward-rule plain`): the answers whose golden
+# calls were not recovered have none, so the rules that need one are waived for them; the calls
+# that were recovered are replayed (twice) as any golden call.
+PLAIN_RL_GENERATOR = "astra_rl_plain"
+_PLAIN_WAIVED = ("golden_present", "golden_covers_answer")
+
+PLAIN_RL = FamilyRules(waives=lambda rule, field: rule in _PLAIN_WAIVED)

@@ -33,10 +33,12 @@ language is zh when the question has CJK characters, else en; the domain is the 
 
 `rl_1k`: a row of the ASTRA-RL-1k release: `prompt` (chat messages), `tool_schema` (OpenAI
 tools), `tool_dict` ({name: code}), `sub_qa_dict` ({tool: [answers]}), the last three as JSON
-text. These rows carry no call statements (nor sub-question texts or a final answer), so no
-answer can be replayed and no environment can be verified: a row is checked (tool names
-unique, schemas, code that parses and defines its tool with a fitting signature, every target
-tool listed and implemented) and always rejected, its defects listed before the missing calls.
+text. These rows carry no call statements (nor sub-question texts or a final answer): a row is
+checked (tool names unique, schemas, code that parses and defines its tool with a fitting
+signature, every target tool listed and implemented), its defects listed before the missing
+calls; a sound row is handed on (`Conversion.rl_row`) to golden-call recovery
+(`env_registry.recovery`), which imports it when every call is found
+(`env_registry.importers.astra_rl`).
 
 `synthesis_input`: what ASTRA's repository releases as data (`env_synthesis/data/`) is the
 pipeline's input, not environments: knowledge domains and context passages (`{domain,
@@ -77,6 +79,7 @@ class Conversion:
     format: str
     spec: EnvSpec | None
     issues: list[ValidationIssue] = field(default_factory=list)
+    rl_row: RlRow | None = None  # an ASTRA-RL-1k row sound but for its missing calls (recovery's input)
 
 
 class _External(BaseModel):
@@ -310,6 +313,17 @@ def _rl_fields(data: dict[str, Any], out: _Issues) -> tuple[str, list[Any], dict
     return question, decoded["tool_schema"], decoded["tool_dict"], decoded["sub_qa_dict"]
 
 
+def _task_text(prompt: list[Any]) -> str:
+    """What recovery reads argument values from: the user turns, and a system turn that carries a
+    background (JSON); a generic system instruction would only add decoy words."""
+    texts = []
+    for m in prompt:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str) and (m.get("role") == "user" or "{" in content):
+            texts.append(content)
+    return "\n".join(texts)
+
+
 def _rl_tools(schemas: list[Any], code: dict[str, Any], out: _Issues) -> list[str]:
     """Names of the row's tools; issues for repeated names first (the root of what follows: a
     name-indexed tool_dict keeps one implementation for both), then each tool's own defects."""
@@ -351,13 +365,24 @@ def _rl_tools(schemas: list[Any], code: dict[str, Any], out: _Issues) -> list[st
     return list(first)
 
 
-def check_rl_row(data: dict[str, Any]) -> Conversion:
-    """Every defect of an ASTRA-RL-1k row, then the reason none can be imported (no calls)."""
+@dataclass
+class RlRow:
+    """A sound ASTRA-RL-1k row: its task, its tools (with their code) and the answers each
+    tool's calls must produce; what golden-call recovery (`env_registry.recovery`) starts from."""
+
+    question: str
+    text: str  # the task text argument values are read from (user turns, a background)
+    tools: list[ToolSpec]
+    targets: dict[str, list[str]]
+
+
+def read_rl_row(data: dict[str, Any]) -> tuple[RlRow | None, list[ValidationIssue]]:
+    """The row, or None and every defect it has (the missing calls are not a defect here)."""
     out = _Issues()
     fields = _rl_fields(data, out)
     if fields is None:
-        return Conversion("rl_1k", None, list(out))
-    _, schemas, code, targets = fields
+        return None, list(out)
+    question, schemas, code, targets = fields
     names = _rl_tools(schemas, code, out)
     for tool, answers in targets.items():
         answers = [answers] if isinstance(answers, str) else answers
@@ -371,14 +396,34 @@ def check_rl_row(data: dict[str, Any]) -> Conversion:
             out.add(
                 f"sub_qa_dict[{tool!r}]", Rule.NON_EMPTY, f"must be a non-empty list of answer texts, got {answers!r}"
             )
+    if out:
+        return None, list(out)
+    docs = [tool_document(raw, "", out) for raw in schemas]
+    tools = [
+        ToolSpec(name=d["name"], description=d["description"], parameters=d["parameters"], source=code[d["name"]])
+        for d in docs
+        if d is not None
+    ]
+    wanted = {t: [a] if isinstance(a, str) else list(a) for t, a in targets.items()}
+    return RlRow(question, _task_text(decode_json_text(data["prompt"], "prompt")), tools, wanted), []
+
+
+def check_rl_row(data: dict[str, Any]) -> Conversion:
+    """Every defect of an ASTRA-RL-1k row, then the reason it cannot be imported as it is (no
+    calls). A sound row is carried in `Conversion.rl_row`: golden-call recovery may import it."""
+    row, issues = read_rl_row(data)
+    fields = _rl_fields(data, _Issues())
+    if fields is None:
+        return Conversion("rl_1k", None, issues)
+    out = _Issues()
     out.add(
         "sub_qa_dict",
         Rule.GOLDEN_PRESENT,
         f"ASTRA-RL-1k rows release no call statements (nor sub-question texts or a final answer), so the answers "
-        f"of {sorted(targets)} cannot be replayed and the row cannot be verified; import ASTRA's pipeline records "
-        "(step 4/5 output), which carry them",
+        f"of {sorted(fields[3])} cannot be replayed and the row cannot be verified until its golden calls are "
+        "recovered (`env_registry recover-calls`; import-astra recovers them unless --no-recovery)",
     )
-    return Conversion("rl_1k", None, list(out))
+    return Conversion("rl_1k", None, issues + list(out), rl_row=row)
 
 
 # -- inputs of ASTRA's synthesis, not environments ----------------------------------------------

@@ -134,8 +134,17 @@ def _run(capsys, *argv):
 def test_import_astra_end_to_end(tmp_path, capsys):
     store = str(tmp_path / "store")
     rejects = tmp_path / "rejects.jsonl"
-    code, out = _run(
-        capsys, "--store", store, "-q", "import-astra", str(PIPELINE), str(RL_ROWS), "--rejects", str(rejects)
+    code, out = _run(  # golden-call recovery of RL-1k rows: tests/env_registry/test_import_astra_rl.py
+        capsys,
+        "--store",
+        store,
+        "-q",
+        "import-astra",
+        str(PIPELINE),
+        str(RL_ROWS),
+        "--rejects",
+        str(rejects),
+        "--no-recovery",
     )
     assert code == 1, out
     assert "read 8 ASTRA records" in out and "imported 2 environments, 0 already in the store, rejected 6" in out
@@ -178,7 +187,7 @@ def test_parquet_rows_and_broken_lines_are_located(tmp_path, capsys):
     broken.write_text(PIPELINE.read_text().splitlines()[0] + "\n{not json\n[1, 2]\n")
     rejects = tmp_path / "rejects.jsonl"
     argv = ["--store", str(tmp_path / "s"), "-q", "import-astra", str(parquet), str(broken), "--rejects", str(rejects)]
-    code, out = _run(capsys, *argv)
+    code, out = _run(capsys, *argv, "--no-recovery")
     assert code == 1 and "imported 1 environments" in out and "rejected 4" in out
     located = [
         (Path(r["file"]).name, r.get("row", r.get("line")), r["issues"][0]["rule"])
