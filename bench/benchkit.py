@@ -3,7 +3,7 @@
 A benchmark prints its full report for a reader and, with `--json PATH`, writes its headline
 rows: one per comparison, each naming what we measured, the competing approach (what a user
 would run instead), both figures, the ratio that matters and the target, if any. `bench/run_all.py`
-turns those rows into the README's table; nothing in the table comes from anywhere else.
+turns those rows into the benchmark table (docs/results/benchmarks.md); nothing in it comes from anywhere else.
 """
 
 from __future__ import annotations

@@ -4,15 +4,16 @@ Each benchmark runs as its own process (`python bench/X.py --quick --json ROWS`)
 inherits another's warm caches or imports. Its full report goes to `<out>/X.log`; its summary
 rows (benchkit.Row: what, competitor, ours, theirs, ratio, target) go into `<out>/table.md`, a
 markdown table headed by the date, the machine and the load average before and after. The
-README's benchmark table is that file; a figure that is not in it does not belong in the README.
+benchmark table of docs/results/benchmarks.md is that file; a figure that is not in it does not
+belong there.
 
 A benchmark joins the table by accepting `--quick` (a run of a minute or two on 2 cores) and
 `--json PATH` (write its rows with `benchkit.Report.write`). One that fails or times out gets a
 row saying so, and `make bench` exits non-zero.
 
-    .venv/bin/python bench/run_all.py [--out runs/bench] [--only sandbox,reward] [--readme README.md]
+    .venv/bin/python bench/run_all.py [--out runs/bench] [--only sandbox,reward] [--into docs/results/benchmarks.md]
 
-`--readme PATH` also replaces the table between the `<!-- bench:begin -->` and `<!-- bench:end -->`
+`--into PATH` also replaces the table between the `<!-- bench:begin -->` and `<!-- bench:end -->`
 lines of PATH with this run's table (only after a run in which every benchmark finished).
 """
 
@@ -31,7 +32,7 @@ from benchkit import machine
 HERE = Path(__file__).resolve().parent
 # (script, time limit in seconds); the quick modes add up to about 10 minutes on 2 idle cores.
 # bench/learning.py is not here: it trains (SFT, GRPO, seeds) for tens of minutes and writes its own
-# table (`runs/learning/<tier>/learning.md`), the README's "Does it learn?".
+# table (`runs/learning/<tier>/learning.md`), docs/results/learning.md.
 BENCHES = (
     ("sandbox.py", 300),
     ("bfcl.py", 300),
@@ -100,7 +101,7 @@ def table(rows: list[dict], before: dict, after: dict) -> str:
 
 
 def replace_block(path: Path, md: str) -> None:
-    """Put `md` between the BEGIN and END lines of `path` (the README's benchmark table)."""
+    """Put `md` between the BEGIN and END lines of `path` (docs/results/benchmarks.md's table)."""
     text = path.read_text()
     if text.count(BEGIN) != 1 or text.count(END) != 1 or text.index(BEGIN) > text.index(END):
         raise SystemExit(f"{path}: needs exactly one {BEGIN} line followed by one {END} line")
@@ -113,7 +114,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/bench", help="where the logs, rows and table.md go (default runs/bench)")
     ap.add_argument("--only", help="comma-separated script names (without .py) to run")
-    ap.add_argument("--readme", metavar="PATH", help="also put the table into PATH between the bench markers")
+    ap.add_argument(
+        "--into",
+        metavar="PATH",
+        help="also put the table into PATH between the bench markers (docs/results/benchmarks.md)",
+    )
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -136,12 +141,12 @@ def main() -> int:
     (out / "table.md").write_text(md)
     print("\n" + md)
     print(f"table: {out / 'table.md'}" + (f"; FAILED: {', '.join(failed)}" if failed else ""))
-    if args.readme:
+    if args.into:
         if failed or only is not None:
-            print(f"{args.readme} left as it is: the README's table comes from a complete run only")
+            print(f"{args.into} left as it is: the table there comes from a complete run only")
         else:
-            replace_block(Path(args.readme), md)
-            print(f"{args.readme}: benchmark table replaced")
+            replace_block(Path(args.into), md)
+            print(f"{args.into}: benchmark table replaced")
     return 1 if failed else 0
 
 

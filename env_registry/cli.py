@@ -517,6 +517,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         system_prompt=None if args.no_system_prompt else args.system_prompt,
         interaction_kwargs={"name": args.interaction},
         max_prompt_length=args.max_prompt_length,
+        rows=args.rows,
     )
     t0 = time.perf_counter()
     try:
@@ -693,6 +694,14 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--tokenizer", help="tokenizer path: measure each prompt with the row's tools")
     e.add_argument("--max-prompt-length", type=int, help="drop rows whose prompt is longer (needs --tokenizer)")
     e.add_argument("--domains", help="export only these domains (comma-separated)")
+    e.add_argument(
+        "--rows",
+        choices=["self-contained", "store"],
+        default="self-contained",
+        help="self-contained (default): each row carries its environment and distractors, so the parquet "
+        "works from any folder or node; store: rows name this store's absolute path (smaller; every node "
+        "must see the store there)",
+    )
     e.set_defaults(func=cmd_export)
 
     gs = sub.add_parser(

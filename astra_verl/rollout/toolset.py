@@ -32,8 +32,8 @@ from jsonschema.exceptions import best_match
 from astra_verl.sandbox.protocol import Module, Program
 from env_registry import call_errors
 from env_registry.arguments import argument_validator
-from env_registry.rows import RowInfo, ToolRef
-from env_registry.spec import EnvSpec, RewardTarget, tool_module
+from env_registry.rows import RowError, RowInfo, ToolRef, embedded_spec, embedded_tool
+from env_registry.spec import EnvSpec, RewardTarget, ToolSpec, tool_module
 from env_registry.store import EnvStore
 
 from .call_log import CallRecord, CallStatus
@@ -158,7 +158,9 @@ class ToolCatalog:
         self, max_stores: int = 16, max_targets: int = 8192, max_validators: int = 16384, max_toolsets: int = 4096
     ):
         self._stores: LRUCache[str, Any] = LRUCache(max_stores)
-        self._targets: LRUCache[tuple[str, str], RewardTarget] = LRUCache(max_targets)
+        # specs carried by self-contained rows, by id (a content hash, checked once on the way in)
+        self._embedded: LRUCache[str, EnvSpec] = LRUCache(max_targets)
+        self._targets: LRUCache[tuple[str | None, str], RewardTarget] = LRUCache(max_targets)
         self._validators: LRUCache[tuple[str, str], Any] = LRUCache(max_validators)
         self._toolsets: LRUCache[tuple, Toolset] = LRUCache(max_toolsets)
 
@@ -166,7 +168,14 @@ class ToolCatalog:
     def store(self, location: str) -> Any:
         store = self._stores.get(location)
         if store is None:
-            store = self._stores[location] = EnvStore.open(location)
+            try:
+                store = self._stores[location] = EnvStore.open(location)
+            except FileNotFoundError as exc:
+                raise FileNotFoundError(
+                    f"{exc}. The row references its environments by this absolute path (exported with "
+                    "`--rows store`): make the store visible there on every node, or re-export the rows "
+                    "with the default `--rows self-contained`, which carry their environments"
+                ) from exc
         return store
 
     def spec(self, location: str, env_id: str) -> EnvSpec:
@@ -178,6 +187,33 @@ class ToolCatalog:
         if target is None:
             target = self._targets[key] = self.spec(location, env_id).reward_target()
         return target
+
+    def row_spec(self, row: RowInfo) -> EnvSpec:
+        """The row's environment: carried by the row (self-contained) or read from its store."""
+        if not row.self_contained:
+            return self.spec(row.store, row.env_id)
+        spec = self._embedded.get(row.env_id)
+        if spec is None:
+            spec = self._embedded[row.env_id] = embedded_spec(row)
+        return spec
+
+    def row_target(self, row: RowInfo) -> RewardTarget:
+        key = (row.store, row.env_id)
+        target = self._targets.get(key)
+        if target is None:
+            target = self._targets[key] = self.row_spec(row).reward_target()
+        return target
+
+    def _tool_spec(self, row: RowInfo, ref: ToolRef) -> ToolSpec:
+        """A tool of the row's own environment or a distractor, from wherever the row says."""
+        if ref.env_id == row.env_id:
+            return self.row_spec(row).tool(ref.name)
+        if not row.self_contained:
+            return self.spec(row.store, ref.env_id).tool(ref.name)
+        try:
+            return embedded_tool(row, ref)
+        except RowError as exc:
+            raise ToolsetError(str(exc)) from exc
 
     # -- tools -------------------------------------------------------------------------
     def _validator(self, env_id: str, tool_name: str, parameters: dict[str, Any]) -> Any:
@@ -227,9 +263,8 @@ class ToolCatalog:
         return toolset
 
     def _episode_tool(self, row: RowInfo, ref: ToolRef, modules: dict[str, Module]) -> EpisodeTool:
-        spec = self.spec(row.store, ref.env_id)
         try:
-            tool = spec.tool(ref.name)
+            tool = self._tool_spec(row, ref)
         except KeyError as exc:
             raise ToolsetError(
                 f"row of environment {row.env_id}: environment {ref.env_id} has no tool {ref.name!r} "

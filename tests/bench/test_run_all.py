@@ -1,4 +1,5 @@
-"""`make bench`'s table: rows from each benchmark's --json, failures as rows, the README block."""
+"""`make bench`'s table: rows from each benchmark's --json, failures as rows, the block in
+docs/results/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -50,14 +51,14 @@ def test_a_benchmark_that_fails_or_writes_no_rows_is_reported(tmp_path):
     assert rows == [] and "wrote no summary rows" in failure
 
 
-def test_the_readme_block_is_replaced_and_nothing_else(tmp_path):
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n\nbefore\n{run_all.BEGIN}\nold table\n{run_all.END}\nafter\n")
-    run_all.replace_block(readme, "| new |\n")
-    assert readme.read_text() == f"# x\n\nbefore\n{run_all.BEGIN}\n| new |\n{run_all.END}\nafter\n"
-    readme.write_text("no markers\n")
+def test_the_marked_block_is_replaced_and_nothing_else(tmp_path):
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(f"# x\n\nbefore\n{run_all.BEGIN}\nold table\n{run_all.END}\nafter\n")
+    run_all.replace_block(doc, "| new |\n")
+    assert doc.read_text() == f"# x\n\nbefore\n{run_all.BEGIN}\n| new |\n{run_all.END}\nafter\n"
+    doc.write_text("no markers\n")
     with pytest.raises(SystemExit, match="needs exactly one"):
-        run_all.replace_block(readme, "| new |\n")
+        run_all.replace_block(doc, "| new |\n")
 
 
 def test_every_listed_benchmark_takes_quick_and_json():
@@ -72,9 +73,9 @@ def test_every_listed_benchmark_takes_quick_and_json():
         assert "Report(" in source, f"{script} does not write benchkit rows"
 
 
-def test_the_readme_table_is_a_make_bench_table():
-    readme = (BENCH.parent / "README.md").read_text()
-    block = readme.split(run_all.BEGIN, 1)[1].split(run_all.END, 1)[0]
+def test_the_docs_table_is_a_make_bench_table():
+    doc = (BENCH.parent / "docs" / "results" / "benchmarks.md").read_text()
+    block = doc.split(run_all.BEGIN, 1)[1].split(run_all.END, 1)[0]
     if not block.strip():
         pytest.skip("no table yet")
     assert block.lstrip().startswith("Measured ") and "| " + " | ".join(run_all.COLUMNS) + " |" in block

@@ -19,7 +19,7 @@ from env_registry.export import (
     tool_schemas,
     write_export,
 )
-from env_registry.rows import AGENT_NAME, RowInfo, ToolRef
+from env_registry.rows import AGENT_NAME, RowInfo, ToolRef, embedded_spec
 from env_registry.spec import RewardTarget
 from env_registry.store import EnvStore
 
@@ -52,7 +52,8 @@ def test_rows_load_with_verl_rlhf_dataset(tmp_path, store_path, tiny_tokenizer):
     info = RowInfo.from_extra_info(item["extra_info"])
     env = store.get(info.env_id)
     assert item["raw_prompt"][-1]["content"] == env.question
-    assert info.tools == [ToolRef(env.id, t.name) for t in env.tools] and info.store == str(store_path.resolve())
+    assert info.tools == [ToolRef(env.id, t.name) for t in env.tools]
+    assert info.store is None and embedded_spec(info) == env  # self-contained: the row carries its spec
     target = RewardTarget.model_validate_json(item["reward_model"]["ground_truth"])
     assert target == env.reward_target() and item["reward_model"]["style"] == "rule"
     assert item["extra_info"]["split"] == "train" and item["extra_info"]["index"] == 0

@@ -7,6 +7,7 @@ Everything is built locally (tiny model, seeded procedural environments); nothin
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,9 @@ def python(*args: str) -> list[str]:
 
 @pytest.fixture(scope="session")
 def procedural_envs(tmp_path_factory, tiny_model_dir):
-    """A store of seeded procedural environments and its RL export (no distractors, no system prompt)."""
+    """The RL export (no distractors, no system prompt) of a store of seeded procedural environments,
+    moved to another folder with the store deleted: every training test (SFT data, GRPO steps,
+    evaluation) runs from a dataset that travelled without its store, as on another node."""
     root = tmp_path_factory.mktemp("envs")
     store = root / "store"
     gen = run_module(
@@ -63,7 +66,10 @@ def procedural_envs(tmp_path_factory, tiny_model_dir):
         cwd=root,
     )  # fmt: skip
     assert export.returncode == 0, export.stderr[-3000:]
-    return root / "rl" / "mix_none"
+    moved = tmp_path_factory.mktemp("moved") / "rl"
+    shutil.move(root / "rl", moved)
+    shutil.rmtree(store)
+    return moved / "mix_none"
 
 
 @pytest.fixture(scope="session")

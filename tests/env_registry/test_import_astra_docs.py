@@ -1,5 +1,5 @@
-"""The README's import examples are what the importers print: each `$ python -m ...` shown in
-the "Training on ASTRA's released data" section on our fixtures is run, and every output line
+"""docs/environments.md's import examples are what the importers print: each `$ python -m ...`
+shown in the "Importing ASTRA's released data" section on our fixtures is run, and every output line
 shown (timings and random ids aside) and the exit status shown must match."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SECTION = "## Training on ASTRA's released data"
+SECTION = "## Importing ASTRA's released data"
+GUIDE = REPO / "docs" / "environments.md"
 _VARYING = [
     (re.compile(r"in \d+(\.\d+)? s\b"), "in <t> s"),
     (re.compile(r"TXN\d+"), "TXN<id>"),
@@ -23,7 +24,7 @@ _VARYING = [
 
 def _examples() -> list[tuple[str, list[str], int]]:
     """(command, output lines shown, exit status shown) of each example run on the fixtures."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = GUIDE.read_text(encoding="utf-8")
     section = text[text.index(SECTION) :]
     section = section[: section.index("\n## ", len(SECTION))]
     out = []
@@ -50,10 +51,12 @@ def test_the_section_shows_both_importers():
 
 
 @pytest.mark.parametrize("command, shown, status", EXAMPLES, ids=["env_registry", "data_synth"])
-def test_readme_example_prints_what_the_readme_shows(tmp_path, command, shown, status):
+def test_docs_example_prints_what_the_docs_show(tmp_path, command, shown, status):
     argv = [a.replace("/tmp/astra", str(tmp_path)) for a in shlex.split(command)]
     r = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, cwd=REPO, timeout=300)
     printed = {_normal(line.replace(str(tmp_path), "/tmp/astra")) for line in r.stdout.splitlines()}
     missing = [line for line in shown if "..." not in line and _normal(line) not in printed]
-    assert not missing, f"README lines not printed: {missing}\n--- stdout:\n{r.stdout}\n--- stderr:\n{r.stderr[-2000:]}"
+    assert not missing, (
+        f"{GUIDE.name} lines not printed: {missing}\n--- stdout:\n{r.stdout}\n--- stderr:\n{r.stderr[-2000:]}"
+    )
     assert r.returncode == status
