@@ -16,7 +16,8 @@ Input, as BFCL's evaluation runner builds it (`_evaluate_single_multi_turn_entry
   `EpisodeLog`; the hook's final state says which assistant turns belong to which user turn and
   which of BFCL's handlers the calls are decoded like (`CallStyle`, see `step_calls`). Every
   decoded call is included, also those our loop refused to run (unknown tool, schema
-  violation): BFCL executes them all. Calls past `max_parallel_calls` (never executed) are not.
+  violation) or never ran (past `max_parallel_calls`): BFCL executes them all. Prompt-style
+  steps are decoded from the full generated text by `astra_bfcl_qwen` (docs/bfcl.md).
 - the rows must come from the installed bfcl-eval version (`BfclTarget.bfcl_version`): its
   classes and checker judge the episode.
 - BFCL's force-termination rule first: an episode that did not reach the last user turn fails

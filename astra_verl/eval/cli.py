@@ -219,19 +219,14 @@ def run_dir(args: argparse.Namespace) -> Path:
     return Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
 
 
-def cmd_bfcl(args: argparse.Namespace) -> int:
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
-    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
-    from astra_verl.eval.chat_rollout import ChatRollout
-    from astra_verl.sandbox import SandboxPool
-    from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, build_client, preflight
+def _llm_config(args: argparse.Namespace) -> Any:
+    from data_synth.llm import LLMConfig
 
-    out = run_dir(args)
     try:
         extra_body = json.loads(args.extra_body) if args.extra_body else {}
     except ValueError as exc:
         raise UsageError(f"--extra-body is not JSON: {exc}") from None
-    llm = LLMConfig(
+    return LLMConfig(
         base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
         model=args.model,
         api_key_env=args.api_key_env,
@@ -243,6 +238,17 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
         extra_body=extra_body,
         cache=not args.no_cache,
     )
+
+
+def cmd_bfcl(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
+    from astra_verl.eval.chat_rollout import ChatRollout
+    from astra_verl.sandbox import SandboxPool
+    from data_synth.llm import LLMFlags, LLMUnavailable, build_client, preflight
+
+    out = run_dir(args)
+    llm = _llm_config(args)
     preflight(llm, flags=LLMFlags(""))
     data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
     results = ResultsFile(out / "results.jsonl")
