@@ -63,6 +63,9 @@ extras_require = {
         "pytest-timeout>=2.2",
         "ruff>=0.6",
         "import-linter>=2.1",
+        # property-based tests: any bytes a model or server returns must parse, score and be written
+        # (deep nesting, lone surrogates, huge strings); hand-picked cases miss what a generator finds.
+        "hypothesis>=6.100",
         *MCP,
         *SMOLLM2,
     ],

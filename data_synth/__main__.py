@@ -32,7 +32,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{_usage()}\n\nerror: {said}; choose one of: {', '.join(PIPELINES)}", file=sys.stderr)
         return 2
     module, _ = PIPELINES[argv[0]]
-    return int(importlib.import_module(module).main(argv[1:]) or 0)
+    try:
+        pipeline = importlib.import_module(module)
+    except KeyboardInterrupt:  # Ctrl-C while Python loads the pipeline: one line and 130, as run_cli answers
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    return int(pipeline.main(argv[1:]) or 0)
 
 
 if __name__ == "__main__":

@@ -18,12 +18,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-import matplotlib
+from data_synth.pipeline.funnel import Funnel
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
-from data_synth.pipeline.funnel import Funnel  # noqa: E402
+def _plt():
+    """matplotlib's pyplot on the Agg backend, imported at the first plot: importing it costs about a
+    second, which every pipeline's `--help` would otherwise pay (this module is imported by their CLIs)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 # several series in one plot: the funnel's ok / rejected colours first, then neutral ones
 SERIES_COLORS = ("#55a868", "#dd8452", "#4c72b0", "#8172b3", "#937860")
@@ -50,7 +56,7 @@ class Report:
         fig.tight_layout()
         # bbox "tight": the image grows to hold a legend placed beside the axes (`_legend`)
         fig.savefig(self.out_dir / self.plot_dir / f"{name}.png", dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        _plt().close(fig)
         self._parts.append(f"![{title}]({PurePosixPath(self.plot_dir, f'{name}.png')})\n")
 
     def bar(
@@ -75,7 +81,7 @@ class Report:
             return
         labels = [str(k) for k, _ in items][::-1]
         values = [v for _, v in items][::-1]
-        fig, ax = plt.subplots(figsize=(8, max(2.0, 0.35 * len(items) + 1)))
+        fig, ax = _plt().subplots(figsize=(8, max(2.0, 0.35 * len(items) + 1)))
         ax.barh(labels, values, color="#4c72b0")
         for y, v in enumerate(values):
             ax.text(v, y, f" {v:g}", va="center", fontsize=8)
@@ -109,7 +115,7 @@ class Report:
         if not every:
             self._parts.append("_nothing to show_\n")
             return
-        fig, ax = plt.subplots(figsize=(7, 3.5))
+        fig, ax = _plt().subplots(figsize=(7, 3.5))
         edges: int | list[float] = bins
         if integer:
             lo, hi = int(min(every)), int(max(every))
@@ -156,7 +162,7 @@ class Report:
         self.table(["step", "in", "ok", "rejected", "error", "pending", "out", "LLM calls", "tokens"], rows)
         if not funnel.steps:
             return
-        fig, ax = plt.subplots(figsize=(8, 0.45 * len(funnel.steps) + 1.2))
+        fig, ax = _plt().subplots(figsize=(8, 0.45 * len(funnel.steps) + 1.2))
         labels = [c.step for c in funnel.steps][::-1]
         ok = [c.ok for c in funnel.steps][::-1]
         rej = [c.rejected for c in funnel.steps][::-1]

@@ -3,7 +3,11 @@
 import os
 import sys
 
-from env_registry.cli import main
+try:
+    from env_registry.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python loads the command: one line and 130, as run_cli answers
+    print("\ninterrupted", file=sys.stderr)
+    sys.exit(130)
 
 try:
     sys.exit(main())

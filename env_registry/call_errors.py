@@ -27,6 +27,6 @@ def malformed(why: str) -> str:
     return f"Malformed tool call: {why}."
 
 
-def not_json(error: ValueError) -> str:
+def not_json(error: Exception) -> str:
     """Why a call block whose text is not JSON was refused (`error` from `json.loads`)."""
     return malformed(f"the block is not valid JSON ({error})")

@@ -31,36 +31,51 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
-from tqdm.auto import tqdm
-
-from astra_verl.strict import SettingsError
-from env_registry import cli_rl
+from env_registry import cli_rl_flags
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
-from env_registry.export import (
-    DEFAULT_INTERACTION,
-    DEFAULT_SYSTEM_PROMPT,
-    ExportConfig,
-    ExportError,
-    export_rows,
-    write_export,
-)
-from env_registry.families.procedural import DOMAINS, iter_generate
-from env_registry.golden_sft import RECOVERY_KINDS, GoldenSFTError, Recovery, write_golden_sft
-from env_registry.importers.astra import DEFAULT_DOMAIN, convert
-from env_registry.importers.sources import SourceError, SourceRow, check_files, read_rows
-from env_registry.mixing import build_mixer
-from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
-from env_registry.spec import ScenarioType, spec_json_schema
-from env_registry.store import EnvStore, StoreError
-from env_registry.validate import (
-    Rule,
-    ValidationIssue,
-    check_structure,
-    family_rules,
-    parse_record,
-    validate_stream,
-)
+
+# The commands' modules (sympy, pyarrow, networkx, jsonschema: over a second) are bound by `_load`
+# when a command runs, so `--help` answers at once. The flags' help needs a few of their names:
+# copies here, checked equal to the originals by tests/test_cli_help.py.
+DOMAINS = ("geography", "finance", "people", "retail", "climate", "events")  # families.procedural.DOMAINS
+SCENARIO_TYPES = ("single_hop", "multi_hop", "parallel_single_hop", "parallel_multi_hop")  # spec.ScenarioType
+RECOVERY_KINDS = ("wrong_argument", "unknown_tool", "malformed")  # golden_sft.RECOVERY_KINDS
+DEFAULT_DOMAIN = "astra"  # importers.astra.DEFAULT_DOMAIN
+DEFAULT_INTERACTION = "astra_default"  # export.DEFAULT_INTERACTION
+
+
+def _load() -> None:
+    """Bind the commands' modules in this module (see above). Idempotent."""
+    global DEFAULT_SYSTEM_PROMPT, nx, tqdm, SettingsError, ExportConfig, ExportError, export_rows, write_export, iter_generate, GoldenSFTError, Recovery, write_golden_sft, convert, SourceError, SourceRow, check_files, read_rows, build_mixer, STRUCTURE_SAMPLE, shape_of, structure_of, tool_api, spec_json_schema, EnvStore, StoreError, Rule, ValidationIssue, check_structure, family_rules, parse_record, validate_stream, cli_rl  # noqa: PLW0603
+    import networkx as nx
+    from tqdm.auto import tqdm
+
+    from astra_verl.strict import SettingsError
+    from env_registry import cli_rl
+    from env_registry.export import (
+        DEFAULT_SYSTEM_PROMPT,
+        ExportConfig,
+        ExportError,
+        export_rows,
+        write_export,
+    )
+    from env_registry.families.procedural import iter_generate
+    from env_registry.golden_sft import GoldenSFTError, Recovery, write_golden_sft
+    from env_registry.importers.astra import convert
+    from env_registry.importers.sources import SourceError, SourceRow, check_files, read_rows
+    from env_registry.mixing import build_mixer
+    from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_api
+    from env_registry.spec import spec_json_schema
+    from env_registry.store import EnvStore, StoreError
+    from env_registry.validate import (
+        Rule,
+        ValidationIssue,
+        check_structure,
+        family_rules,
+        parse_record,
+        validate_stream,
+    )
+
 
 DEFAULT_STORE = os.environ.get("ASTRA_ENV_STORE", "env_store")
 _CHUNK = 1000
@@ -514,7 +529,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         mixing_mode=args.mixing,
         seed=args.seed,
         val_fraction=args.val_fraction,
-        system_prompt=None if args.no_system_prompt else args.system_prompt,
+        system_prompt=None if args.no_system_prompt else _or_default(args.system_prompt, DEFAULT_SYSTEM_PROMPT),
         interaction_kwargs={"name": args.interaction},
         max_prompt_length=args.max_prompt_length,
         rows=args.rows,
@@ -592,9 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seed", type=int, default=0, help="same seed, same environments (default 0)")
     g.add_argument("--max-hops", type=int, default=4, help="longest tool chain (default 4)")
     g.add_argument("--domains", help=f"comma-separated subset of {','.join(DOMAINS)} (default all)")
-    g.add_argument(
-        "--scenario-types", help=f"comma-separated subset of {','.join(t.value for t in ScenarioType)} (default all)"
-    )
+    g.add_argument("--scenario-types", help=f"comma-separated subset of {','.join(SCENARIO_TYPES)} (default all)")
     g.set_defaults(func=cmd_generate)
 
     a = sub.add_parser(
@@ -643,9 +656,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="ASTRA-RL-1k rows whose calls are not all recovered: rejected (ours, default) or imported scored by "
         "the plain rule (any own-tool call whose output holds the answer; counted in the log)",
     )
-    cli_rl.add_recovery_options(ia)
+    cli_rl_flags.add_recovery_options(ia)
     ia.set_defaults(func=cmd_import_astra)
-    cli_rl.add_parsers(sub, common).set_defaults(func=cmd_export_astra_rl)
+    cli_rl_flags.add_parsers(sub, common).set_defaults(func=cmd_export_astra_rl)
 
     v = sub.add_parser("validate", parents=[common], help="check structure and replay golden calls in the sandbox")
     v.add_argument("ids", nargs="*", help="environment ids (default: all)")
@@ -684,9 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--embedding-model", help="banded: local sentence-transformers model (default: lexical TF-IDF)")
     e.add_argument("--seed", type=int, default=0, help="split and mixing seed (default 0)")
     e.add_argument("--val-fraction", type=float, default=0.1, help="share of question groups in val (default 0.1)")
-    e.add_argument(
-        "--system-prompt", default=DEFAULT_SYSTEM_PROMPT, help="system message (default: a short tool-use instruction)"
-    )
+    e.add_argument("--system-prompt", default=None, help="system message (default: a short tool-use instruction)")
     e.add_argument("--no-system-prompt", action="store_true", help="user message only")
     e.add_argument(
         "--interaction", default=DEFAULT_INTERACTION, help=f"interaction hook name (default {DEFAULT_INTERACTION})"
@@ -736,7 +747,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: args.func(args))
+    return run_cli(lambda: _loaded(args))
+
+
+def _loaded(args: argparse.Namespace) -> int:
+    """The command after `_load`, both inside `run_cli` (Ctrl-C during the imports: one line, exit 130)."""
+    _load()
+    return args.func(args)
+
+
+def _or_default(value: str | None, default: str) -> str:
+    return default if value is None else value
 
 
 if __name__ == "__main__":

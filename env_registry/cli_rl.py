@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from data_synth.llm.config import LLMConfig, add_llm_arguments, build_client
+from data_synth.llm.config import LLMConfig, build_client
 from env_registry.clikit import UsageError, run_async
 from env_registry.export import DEFAULT_SYSTEM_PROMPT
 from env_registry.export_rl import write_rl_rows
@@ -31,26 +31,9 @@ from env_registry.recovery import Budget, RowRecovery, recover_row
 from env_registry.recovery_llm import llm_proposer
 from env_registry.validate import Rule, default_sandbox
 
-__all__ = ["RecoveryStep", "add_parsers", "add_recovery_options", "budget_of"]
+__all__ = ["RecoveryStep", "budget_of", "cmd_export_astra_rl", "cmd_recover_calls"]
 
 _BATCH = 64  # rows recovered together (one sandbox pool, `--concurrency` rows at once)
-
-
-def add_recovery_options(p: argparse.ArgumentParser) -> None:
-    b = Budget()
-    p.add_argument(
-        "--calls-per-tool",
-        type=int,
-        default=b.calls_per_tool,
-        help=f"most candidate calls per tool (default {b.calls_per_tool})",
-    )
-    p.add_argument(
-        "--seconds-per-row",
-        type=float,
-        default=b.seconds_per_row,
-        help=f"search time per row (default {b.seconds_per_row:g})",
-    )
-    add_llm_arguments(p, what="optional: proposes calls for answers the LLM-free search does not find")
 
 
 def proposer_config(args: argparse.Namespace) -> LLMConfig | None:
@@ -189,35 +172,3 @@ def cmd_recover_calls(args: argparse.Namespace) -> int:
         f"lists their reasons): {complete} fully recovered, {recovered}/{answers} answers; details in {args.out}"
     )
     return 0 if complete == len(sound) else 1
-
-
-def add_parsers(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`export-astra-rl` and `recover-calls`; the first's parser is returned for the caller to
-    bind to a function that opens the store."""
-    x = sub.add_parser(
-        "export-astra-rl",
-        parents=[common],
-        help="write the store's environments as ASTRA-RL-1k rows (calls stripped)",
-        description="One ASTRA-RL-1k row (prompt, tool_schema, tool_dict, sub_qa_dict) per environment, as JSONL. "
-        "Golden calls, sub-question texts, dependencies and final answers are stripped, as the release strips "
-        "them (see env_registry.export_rl).",
-    )
-    x.add_argument("--out", required=True, help="JSONL file to write")
-    x.add_argument("--limit", type=int, help="only the first N environments")
-    x.add_argument("--domains", help="only these domains (comma-separated)")
-    x.add_argument("--no-system-prompt", action="store_true", help="user message only")
-
-    r = sub.add_parser(
-        "recover-calls",
-        parents=[common],
-        help="recover the golden calls of ASTRA-RL-1k rows in the sandbox (adds nothing to a store)",
-        description="Search each sound ASTRA-RL-1k row's golden calls (see env_registry.recovery): candidate "
-        "calls from the task text, schemas and accepted outputs, run in the sandbox, accepted only when one "
-        "call (up to argument order) produces an answer and reproduces it in two fresh sessions.",
-    )
-    r.add_argument("files", nargs="+", metavar="FILE", help=".json, .jsonl or .parquet")
-    r.add_argument("--out", required=True, help="JSONL: per row what was recovered, how, and why not")
-    r.add_argument("--concurrency", type=int, default=8, help="rows searched at once (default 8)")
-    add_recovery_options(r)
-    r.set_defaults(func=cmd_recover_calls)
-    return x

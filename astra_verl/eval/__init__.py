@@ -20,8 +20,8 @@ the scorer hands BFCL's checker every call BFCL would have decoded):
   hidden miss_func function to a model that guesses its name). The checker re-executes it as
   BFCL does.
 - Malformed calls: a step is decoded as BFCL's handler for the runner's call style decodes it
-  (`bfcl_score.CallStyle`: `astra_tool_agent`'s `<tool_call>` text like BFCL's Qwen FC
-  handler, which skips a block that is not JSON; the chat rollout's OpenAI tool calls like
+  (`bfcl_score.CallStyle`: `astra_tool_agent`'s generated text by the parser `astra_bfcl_qwen`,
+  BFCL's Qwen FC handler rule for rule (docs/bfcl.md); the chat rollout's OpenAI tool calls like
   BFCL's OpenAI handler, where one argument string that is not a JSON object, `""` included,
   fails the whole step). A step BFCL fails or decodes to no call is not scored and ends the
   user turn, as in BFCL; but here the step's well-formed calls have run and the model has read

@@ -53,6 +53,7 @@ from astra_verl.rollout.hooks import EnvironmentHook, EpisodeView, HookAction, H
 from env_registry.rows import ToolRef
 
 HOOK_NAME = "bfcl_multi_turn"
+BFCL_PARSER = "astra_bfcl_qwen"  # call_parsing.BfclQwenCalls, registered by astra_verl.rollout.tool_parser
 
 
 def bfcl_prompts() -> Any:
@@ -125,6 +126,15 @@ class BfclMultiTurnHook(EnvironmentHook):
 
     def tool_pool(self) -> list[ToolRef]:
         return [ref for turn in self.turns for ref in self._refs(turn)]
+
+    async def on_start(self, view: EpisodeView) -> HookAction | None:
+        if self.call_style is CallStyle.PROMPT and view.log.parser != BFCL_PARSER:
+            raise HookError(
+                f"{HOOK_NAME}: prompt-style BFCL episodes must be read by BFCL's decoder, the tool parser "
+                f"{BFCL_PARSER!r}, not {view.log.parser!r}: set astra.rollout.tool_parser={BFCL_PARSER} "
+                "(recipe astra_bfcl_eval does)"
+            )
+        return None
 
     async def on_tool_round_end(self, view: EpisodeView, records: list[CallRecord]) -> HookAction | None:
         if self.force_quit:

@@ -16,7 +16,8 @@ Input, as BFCL's evaluation runner builds it (`_evaluate_single_multi_turn_entry
   `EpisodeLog`; the hook's final state says which assistant turns belong to which user turn and
   which of BFCL's handlers the calls are decoded like (`CallStyle`, see `step_calls`). Every
   decoded call is included, also those our loop refused to run (unknown tool, schema
-  violation): BFCL executes them all. Calls past `max_parallel_calls` (never executed) are not.
+  violation) or never ran (past `max_parallel_calls`): BFCL executes them all. Prompt-style
+  steps are decoded from the full generated text by `astra_bfcl_qwen` (docs/bfcl.md).
 - the rows must come from the installed bfcl-eval version (`BfclTarget.bfcl_version`): its
   classes and checker judge the episode.
 - BFCL's force-termination rule first: an episode that did not reach the last user turn fails
@@ -39,6 +40,7 @@ from enum import Enum
 from typing import Any
 
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.config import sandbox_settings
 from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
@@ -47,9 +49,6 @@ CHECKER_MODULE = "bfcl_checker"
 MODEL_NAME = "astra"  # the model name BFCL's executor keys its instance cache by (inside the session)
 DETAIL_CHARS = 4000
 REQUIRED_PACKAGES = SANDBOX_PACKAGES
-# Our hermes parser's kinds for a block that is JSON but not {"name": str, "arguments": object}:
-# BFCL's Qwen handler indexes such a block and raises, which drops the whole step.
-STRUCTURAL_KINDS = frozenset({"not_an_object", "missing_name", "arguments_not_object"})
 
 
 class CallStyle(str, Enum):
@@ -121,54 +120,38 @@ def call_string(name: str, arguments: dict[str, Any]) -> str:
     return f"{name}({','.join(f'{k}={v!r}' for k, v in arguments.items())})"
 
 
-class _StepDropped(Exception):
-    """BFCL's decoder raises on this step."""
-
-
 def step_calls(records: Sequence[CallRecord], style: CallStyle) -> list[str] | None:
     """The call strings BFCL's handler decodes from one step's calls, or None when it drops the
     step: its decoder raises, or finds no call (at inference that ends BFCL's user turn).
 
     - FC (BFCL's OpenAI-style handlers): `json.loads` of every argument string; one that fails
       or is not an object (`arguments: ""` included) raises, so one malformed call drops the step.
-    - PROMPT (BFCL's Qwen FC handler): a block that is not JSON (or never closed) is skipped on
-      its own; a JSON block that is not `{"name": ..., "arguments": ...}` with object (or
-      JSON-object string) arguments raises, dropping the step.
+    - PROMPT (BFCL's Qwen FC handler): the step must have been parsed by `astra_bfcl_qwen`
+      (`BfclQwenCalls`, BFCL's decoding of the full generated text): its records are BFCL's calls,
+      in order; a block BFCL skips is marked `bfcl_skipped_block`, a step it drops
+      `bfcl_dropped_step`. Records of another parser's malformed blocks raise `BfclScoringError`.
+    Calls our loop did not run (past `max_parallel_calls`, unknown tools, schema violations) are
+    included: BFCL runs every call it decodes.
     """
     calls: list[str] = []
     for record in records:
-        if record.status is CallStatus.SKIPPED:
-            continue
-        if record.status is not CallStatus.BAD_JSON:
-            calls.append(call_string(record.tool or "", record.arguments))
-        elif style is CallStyle.FC:
-            return None
-        else:
+        malformed = record.status is CallStatus.BAD_JSON or (
+            record.status is CallStatus.SKIPPED and record.error_kind is not None
+        )
+        if not malformed:
             try:
-                call = _prompt_block(record)
-            except _StepDropped:
+                calls.append(call_string(record.tool or "", record.arguments))
+            except (RecursionError, ValueError, AttributeError):  # BFCL's formatting raises too: dropped
                 return None
-            if call is not None:
-                calls.append(call)
+        elif style is CallStyle.FC or record.error_kind == BFCL_DROPPED:
+            return None
+        elif record.error_kind != BFCL_SKIPPED:
+            raise BfclScoringError(
+                f"a prompt-style step holds a block refused as {record.error_kind!r}, which is not how BFCL's "
+                "QwenFCHandler decodes: run BFCL rows with astra.rollout.tool_parser=astra_bfcl_qwen "
+                "(recipe astra_bfcl_eval sets it)"
+            )
     return calls or None
-
-
-def _prompt_block(record: CallRecord) -> str | None:
-    """BFCL's Qwen FC handler on a block our parser refused (its raw text is the record's
-    arguments): None when it skips the block alone; raises `_StepDropped` when it raises."""
-    if record.error_kind not in STRUCTURAL_KINDS:
-        return None  # not JSON, or no closing tag: BFCL's extraction never yields it
-    try:
-        item = json.loads(record.arguments)
-    except (TypeError, ValueError):
-        raise _StepDropped from None  # valid JSON to our parser: its logged text was cut short
-    try:
-        name, arguments = item["name"], item["arguments"]
-        if isinstance(arguments, str):
-            arguments = json.loads(arguments)
-        return call_string(f"{name}", arguments)  # as BFCL formats any name; .items() raises on a non-object
-    except (KeyError, TypeError, ValueError, AttributeError):
-        raise _StepDropped from None
 
 
 def call_style(log: EpisodeLog) -> CallStyle:

@@ -142,17 +142,7 @@ class ChatRollout:
             ep.log.terminated_by = Termination.HOOK
 
     async def _run_call(self, ep: ChatEpisode, session: Any, index: int, call: ToolCall) -> tuple[CallRecord, str]:
-        args, error = call.args, call.error or ""
-        if not call.arguments.strip():
-            # The client reads "" as {}; it is not JSON, and BFCL's function-calling handlers reject it
-            args, error = None, "arguments are empty; send a JSON object ({} for a function without parameters)"
-        parsed = ParsedCall(
-            name=call.name,
-            arguments=args,
-            raw=call.arguments,
-            error_kind=None if args is not None else "bad_json",
-            error=error,
-        )
+        parsed = parsed_call(call)
 
         async def opened() -> Any:
             return session
@@ -161,6 +151,21 @@ class ChatRollout:
             parsed, ep.shown, self.sandbox, opened, turn=ep.log.assistant_turns, index=index
         )
         return record, record.output
+
+
+def parsed_call(call: ToolCall) -> ParsedCall:
+    """The call attempt an OpenAI tool call is: malformed unless its argument string is a JSON object."""
+    args, error = call.args, call.error or ""
+    if not call.arguments.strip():
+        # The client reads "" as {}; it is not JSON, and BFCL's function-calling handlers reject it
+        args, error = None, "arguments are empty; send a JSON object ({} for a function without parameters)"
+    return ParsedCall(
+        name=call.name,
+        arguments=args,
+        raw=call.arguments,
+        error_kind=None if args is not None else "bad_json",
+        error=error,
+    )
 
 
 def _as_list(value: Any) -> list[Any]:

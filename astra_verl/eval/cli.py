@@ -36,32 +36,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from astra_verl.eval import (
-    bfcl_hook,  # noqa: F401  - registers the hook
-    bfcl_replay,
-    envs_report,
-)
-from astra_verl.eval.bfcl_run import (
-    RESULTS_VERSION,
-    ResultsFile,
-    evaluate,
-    format_causes,
-    format_table,
-    prepare,
-    summarize,
-)
-from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES, score_episode
-from astra_verl.eval.chat_rollout import ChatRollout
-from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
-from astra_verl.rollout.call_log import EpisodeLog
-from astra_verl.sandbox import SandboxConfig, SandboxPool
-from astra_verl.strict import SettingsError
-from data_synth.llm import LLMConfig, LLMFlags, LLMUnavailable, PreflightError, build_client, preflight
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
-from env_registry.families.bfcl import CATEGORIES, MAX_OUTPUT_CHARS, BfclDataError, build
 
+# Every command imports what it needs when it runs (verl, transformers, bfcl_eval, the sandbox,
+# the LLM client take seconds): `--help` and a usage error answer at once, and Ctrl-C during
+# those imports is `run_cli`'s one line and exit 130. Only the standard library and clikit here.
+
+# env_registry.families.bfcl.CATEGORIES, for the flags' help (that module imports pyarrow and the
+# store: a second); tests/test_cli_help.py checks the two are equal.
+CATEGORIES = ("base", "miss_func", "miss_param", "long_context")
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 
 
@@ -200,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
+    from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES
+    from astra_verl.sandbox import SandboxConfig
+    from env_registry.families.bfcl import MAX_OUTPUT_CHARS
+
     kw: dict[str, Any] = {
         "packages": list(REQUIRED_PACKAGES),
         "preload": list(PRELOAD_MODULES),
@@ -217,6 +204,8 @@ def _ids(args: argparse.Namespace) -> list[str] | None:
 
 
 def _report(results, categories, model: str) -> None:
+    from astra_verl.eval.bfcl_run import format_causes, format_table, summarize
+
     scores = summarize(results.records.values(), categories)
     print(format_table(scores, model))
     print("failure causes: " + format_causes(scores).replace("\n", "\n  "))
@@ -230,13 +219,14 @@ def run_dir(args: argparse.Namespace) -> Path:
     return Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
 
 
-def cmd_bfcl(args: argparse.Namespace) -> int:
-    out = run_dir(args)
+def _llm_config(args: argparse.Namespace) -> Any:
+    from data_synth.llm import LLMConfig
+
     try:
         extra_body = json.loads(args.extra_body) if args.extra_body else {}
     except ValueError as exc:
         raise UsageError(f"--extra-body is not JSON: {exc}") from None
-    llm = LLMConfig(
+    return LLMConfig(
         base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
         model=args.model,
         api_key_env=args.api_key_env,
@@ -248,6 +238,17 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
         extra_body=extra_body,
         cache=not args.no_cache,
     )
+
+
+def cmd_bfcl(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
+    from astra_verl.eval.chat_rollout import ChatRollout
+    from astra_verl.sandbox import SandboxPool
+    from data_synth.llm import LLMFlags, LLMUnavailable, build_client, preflight
+
+    out = run_dir(args)
+    llm = _llm_config(args)
     preflight(llm, flags=LLMFlags(""))
     data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
     results = ResultsFile(out / "results.jsonl")
@@ -295,6 +296,8 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from env_registry.families.bfcl import build
+
     tokenizer = None
     if args.tokenizer:
         from transformers import AutoTokenizer  # lazy: heavy, only --tokenizer needs it
@@ -313,6 +316,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
+    from astra_verl.eval.bfcl_score import score_episode
+    from astra_verl.rollout.call_log import EpisodeLog
+    from astra_verl.sandbox import SandboxPool
+
     if not Path(args.results).is_file():
         raise UsageError(f"{args.results}: no such file; pass the results.jsonl a `bfcl` run wrote (in its --out)")
     results = ResultsFile(args.results)
@@ -348,6 +359,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_replay
+
     out = Path(args.out) / ("wrong" if args.wrong else "ground_truth") / args.via.replace("-", "_")
     summary = bfcl_replay.run_replay(
         out,
@@ -390,6 +403,10 @@ def _check_envs_inputs(args: argparse.Namespace) -> None:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
+    from astra_verl.eval import envs_report
+    from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
+    from astra_verl.strict import SettingsError
+
     _check_envs_inputs(args)
     out = args.out or Path("runs") / "eval_envs" / f"{checkpoint_name(args.model_path)}_{Path(args.data).stem}"
     try:
@@ -450,8 +467,15 @@ def _interrupted(args: argparse.Namespace) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return run_cli(
-        lambda: COMMANDS[args.command](args),
-        usage_errors=(PreflightError, BfclDataError),
-        interrupted=_interrupted(args),
-    )
+    return run_cli(lambda: _run(args), interrupted=_interrupted(args))
+
+
+def _run(args: argparse.Namespace) -> int:
+    """The command, its start-up imports inside `run_cli` (Ctrl-C there is one line, exit 130)."""
+    from data_synth.llm import PreflightError
+    from env_registry.families.bfcl import BfclDataError
+
+    try:
+        return COMMANDS[args.command](args)
+    except (PreflightError, BfclDataError) as exc:
+        raise UsageError(str(exc)) from exc

@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from data_synth.llm.types import json_text
+
 
 class ResultsFileError(ValueError):
     """A results file line is not a results record (not a torn tail)."""
@@ -58,7 +60,7 @@ class ResultsFile:
         if self.path.exists() and self.path.stat().st_size > self._valid_bytes:
             with open(self.path, "r+b") as f:
                 f.truncate(self._valid_bytes)
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        line = (json_text(record) + "\n").encode("utf-8")  # lone surrogates as escapes: any record fits
         with open(self.path, "ab") as f:
             f.write(line)
             f.flush()

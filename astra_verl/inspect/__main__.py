@@ -1,5 +1,9 @@
 import sys
 
-from astra_verl.inspect.cli import main
+try:
+    from astra_verl.inspect.cli import main
+except KeyboardInterrupt:  # Ctrl-C while Python loads the command: one line and 130, as run_cli answers
+    print("\ninterrupted", file=sys.stderr)
+    sys.exit(130)
 
 sys.exit(main())

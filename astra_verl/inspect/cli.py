@@ -17,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from astra_verl.inspect.html import write_site
-from astra_verl.inspect.records import EPISODES_DIR, EpisodeRecord, RecordError, dump_uids, read_records
 from env_registry.clikit import UsageError, run_cli
+
+# The records and pages modules import matplotlib and the reward (sympy): seconds. They load
+# when a command runs, so `--help` answers at once (tests/test_cli_help.py).
 
 __all__ = ["build_parser", "find_episodes_dir", "main"]
 
@@ -40,6 +41,8 @@ def _step_files(folder: Path) -> dict[int, Path]:
 
 def find_episodes_dir(run_dir: Path) -> Path:
     """The one `episodes/` folder with step files under `run_dir` (itself included)."""
+    from astra_verl.inspect.records import EPISODES_DIR
+
     if not run_dir.is_dir():
         raise UsageError(f"{run_dir} is not a directory")
     found = sorted(d for d in [run_dir / EPISODES_DIR, *run_dir.rglob(EPISODES_DIR)] if d.is_dir() and _step_files(d))
@@ -57,6 +60,18 @@ def find_episodes_dir(run_dir: Path) -> Path:
 
 
 def _command(args: argparse.Namespace) -> int:
+    from astra_verl.inspect.records import RecordError
+
+    try:
+        return _show(args)
+    except RecordError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _show(args: argparse.Namespace) -> int:
+    from astra_verl.inspect.html import write_site
+    from astra_verl.inspect.records import EpisodeRecord, dump_uids, read_records
+
     if args.per_step < 1:
         raise UsageError("--per-step must be >= 1")
     episodes = find_episodes_dir(args.run_dir)
@@ -80,7 +95,7 @@ def _command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _command(args), usage_errors=(RecordError,))
+    return run_cli(lambda: _command(args))
 
 
 if __name__ == "__main__":

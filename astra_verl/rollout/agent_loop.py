@@ -150,9 +150,9 @@ class AstraToolAgentLoop(AgentLoopBase):
             )
         settings = self.context.settings(self.config)
         self.settings, self.limits, self.sandbox_config = settings.rollout, settings.limits, settings.sandbox
-        parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
+        self.parser_name = self.settings.tool_parser or f"astra_{self.limits.parser_format}"
         # the parsers register into verl's registry (astra_verl.rollout.tool_parser, loaded by the plugin)
-        self.parser = reporting_parser(parser_name, self.tokenizer, ToolParser._registry)
+        self.parser = reporting_parser(self.parser_name, self.tokenizer, ToolParser._registry)
         self.sandbox: Any = None  # the worker's pool, bound to the running event loop in `run`
 
     # -- entry point ---------------------------------------------------------------------
@@ -196,7 +196,7 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     async def _new_episode(self, priority: int, kwargs: dict[str, Any]) -> LoopEpisode:
         extra_info = kwargs.get("extra_info") or {}
-        return LoopEpisode.open(
+        ep = LoopEpisode.open(
             self.context.catalog,
             extra_info,
             kwargs.get("interaction_kwargs") or extra_info.get("interaction_kwargs") or {},
@@ -207,6 +207,8 @@ class AstraToolAgentLoop(AgentLoopBase):
             interactions=self.context.interactions,
             priority=priority,
         )
+        ep.log.parser = self.parser_name  # a hook may need to know how turns were read (bfcl_multi_turn does)
+        return ep
 
     # -- PENDING -------------------------------------------------------------------------
     async def _handle_pending(self, ep: LoopEpisode) -> State:
@@ -369,6 +371,7 @@ class AstraToolAgentLoop(AgentLoopBase):
                 tool=call.name,
                 arguments=args,
                 status=CallStatus.SKIPPED,
+                error_kind=call.error_kind,  # a malformed attempt stays recognisable (BFCL's scorer reads it)
                 output=text,
                 output_sha=digest(text),
             )

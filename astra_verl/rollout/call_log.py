@@ -83,6 +83,7 @@ class EpisodeLog(StrictModel):
     terminated_by: Termination | None = None
     hook: str | None = None  # the environment-interaction hook that ran the episode
     hook_state: dict[str, Any] = Field(default_factory=dict)  # its final state (`on_end`), JSON-able
+    parser: str | None = None  # the tool parser that read the assistant turns; None: OpenAI tool calls
     version: int = CALL_LOG_VERSION
 
     # -- counters used by reward_extra_info and metrics ---------------------------------
@@ -107,7 +108,9 @@ class EpisodeLog(StrictModel):
 
     # -- (de)serialisation --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        out = self.model_dump(mode="json", exclude={"calls"})
+        out["calls"] = [_call_dict(c) for c in self.calls]
+        return out
 
     def to_extra_fields(self) -> dict[str, Any]:
         return {EXTRA_FIELDS_KEY: self.to_dict()}
@@ -141,6 +144,14 @@ class EpisodeLog(StrictModel):
                 "by astra_tool_agent"
             )
         return cls.from_dict(tool_extra_fields[EXTRA_FIELDS_KEY])
+
+
+def _call_dict(call: CallRecord) -> dict[str, Any]:
+    """A record as JSON values. `arguments` is model output (JSON values decoded from it, any depth,
+    any key): copied as is, past pydantic's JSON serializer, which refuses a key holding a lone
+    surrogate or nesting past its depth limit, and would so abort a run."""
+    d = call.model_dump(mode="json", exclude={"arguments"})
+    return {k: call.arguments if k == "arguments" else d[k] for k in type(call).model_fields}
 
 
 def _explain(exc: ValidationError) -> str:

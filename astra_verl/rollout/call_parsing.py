@@ -22,11 +22,15 @@ Hermes rules (one rule per case, all tested):
 - a leading reasoning block `<think>...</think>` (Qwen3 style) is split off first: tags inside
   it are thoughts, not calls, and it is not part of the content (the final answer). An
   unfinished `<think>` makes the whole turn reasoning.
+
+`BfclQwenCalls` (`astra_bfcl_qwen`) is the other parser: it decodes a step exactly as BFCL's
+`QwenFCHandler` does (BFCL evaluation in prompt style; see its docstring and docs/bfcl.md).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -145,7 +149,7 @@ class HermesCalls(ReportingParser):
 
         try:
             obj = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested deeper than the decoder goes
             return ParsedCall(
                 name=None, arguments=None, raw=raw, error_kind="invalid_json", error=call_errors.not_json(exc)
             )
@@ -164,6 +168,89 @@ class HermesCalls(ReportingParser):
                 "arguments_not_object", f'"arguments" of {name!r} must be a JSON object, got {_kind(args)}', name
             )
         return ParsedCall(name=name, arguments=args, raw=raw)
+
+
+# -- BFCL's QwenFCHandler, rule for rule ------------------------------------------------------
+
+# bfcl_eval.model_handler.local_inference.qwen_fc.QwenFCHandler._extract_tool_calls: a block is
+# only what this pattern matches (newlines inside both tags; the first `\n</tool_call>` ends it).
+QWEN_FC_BLOCK = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+BFCL_SKIPPED = "bfcl_skipped_block"  # BFCL skips this block (not JSON): the other calls stand
+BFCL_DROPPED = "bfcl_dropped_step"  # BFCL's decoder raises on this step: none of its calls is run
+
+
+def qwen_fc_split(text: str) -> tuple[str, str]:
+    """(reasoning, response) of a generation, as `QwenFCHandler._parse_query_response_prompting`
+    splits it: with any `</think>`, the response is the text after the last one (leading
+    newlines removed) and the reasoning what precedes the first one, after its last `<think>`."""
+    if "</think>" not in text:
+        return "", text
+    parts = text.split("</think>")
+    return parts[0].rstrip("\n").split("<think>")[-1].lstrip("\n"), parts[-1].lstrip("\n")
+
+
+def qwen_fc_call(item: Any) -> tuple[str, dict[str, Any], str]:
+    """(name, arguments, BFCL's call string) of one decoded block; raises wherever
+    `QwenFCHandler.decode_execute` + `convert_to_function_call` raise on it."""
+    if type(item) is not dict:  # noqa: E721 - BFCL's own test: `type(item) != dict`
+        raise ValueError("Model did not return a list of function calls")
+    name, arguments = item["name"], item["arguments"]
+    hash(name)  # BFCL makes the name a dict key: a list or object raises TypeError
+    if type(arguments) is str:  # noqa: E721 - BFCL: `type(value) == str`
+        arguments = json.loads(arguments)
+    pairs = arguments.items()  # AttributeError on anything but an object, as in BFCL
+    call = f"{name}({','.join([f'{k}={v!r}' for k, v in pairs])})"
+    return f"{name}", arguments, call
+
+
+def qwen_fc_decode(response: str) -> list[str]:
+    """BFCL's `QwenFCHandler.decode_execute(response)`: the step's call strings; raises where it
+    raises (any exception: BFCL drops the step). `response` is `qwen_fc_split`'s second part."""
+    items = []
+    for block in QWEN_FC_BLOCK.findall(response):
+        try:
+            items.append(json.loads(block))
+        except Exception:  # noqa: BLE001 - BFCL skips any block json.loads refuses (RecursionError too)
+            continue
+    return [qwen_fc_call(item)[2] for item in items]
+
+
+class BfclQwenCalls(ReportingParser):
+    """A step decoded exactly as BFCL's `QwenFCHandler` decodes it (BFCL evaluation, prompt style).
+
+    Where the lenient hermes parser above reports every `<tool_call>` attempt, this one runs
+    BFCL's rules on the full generated text: the response is the text after the last
+    `</think>` (`qwen_fc_split`); a call block is only `<tool_call>\n...\n</tool_call>`; a block
+    that is not JSON is skipped alone (`bfcl_skipped_block`); a JSON block that is not
+    `{"name": hashable, "arguments": object or JSON-object string}` makes BFCL's decoder raise,
+    and then no call of the step runs (every block `bfcl_dropped_step`). A call's name is
+    BFCL's `f"{name}"`. The loop therefore runs the calls BFCL runs, in BFCL's order, and the
+    scorer's `step_calls` reads back BFCL's decoding from the records. Never raises."""
+
+    def parse_text(self, text: str) -> ParsedTurn:
+        reasoning, response = qwen_fc_split(text)
+        content = QWEN_FC_BLOCK.sub("", response).strip()
+        blocks = QWEN_FC_BLOCK.findall(response)
+        calls: list[ParsedCall] = []
+        try:  # BFCL decodes every block, then raises on the first bad one: dropping is all-or-nothing
+            for raw in blocks:
+                try:
+                    item = json.loads(raw)
+                except Exception as exc:  # noqa: BLE001 - as BFCL: any failure skips the block alone
+                    calls.append(ParsedCall(None, None, raw, BFCL_SKIPPED, call_errors.not_json(exc)))
+                    continue
+                name, arguments, _ = qwen_fc_call(item)
+                calls.append(ParsedCall(name, arguments, raw))
+        except Exception as exc:  # noqa: BLE001 - BFCL drops the step on any exception of its decoder
+            why = call_errors.malformed(
+                f"BFCL's decoder rejects this step ({type(exc).__name__}: {str(exc)[:200]}); every block must be "
+                '{"name": ..., "arguments": {...}}; no call of this step was run'
+            )
+            return ParsedTurn(content, [ParsedCall(None, None, raw, BFCL_DROPPED, why) for raw in blocks], reasoning)
+        return ParsedTurn(content, calls, reasoning)
+
+    def parse_calls(self, text: str) -> ParsedTurn:
+        return self.parse_text(text)
 
 
 def _kind(value: Any) -> str:

@@ -45,3 +45,8 @@ class HermesReportingParser(HermesCalls, ReportingToolParser):
 def reporting_parser(name: str, tokenizer: Any) -> ReportingParser:
     """The parser registered in verl as `name`; it must report malformed calls."""
     return call_parsing.reporting_parser(name, tokenizer, ToolParser._registry)
+
+
+@ToolParser.register("astra_bfcl_qwen")
+class BfclQwenReportingParser(call_parsing.BfclQwenCalls, ReportingToolParser):
+    """BFCL's QwenFCHandler decoding (BFCL evaluation in prompt style), as a verl `ToolParser`."""

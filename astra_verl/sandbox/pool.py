@@ -378,7 +378,7 @@ class SandboxPool(Sandbox):
             return _failure(ErrorKind.BAD_ARGS, "arguments must be an object with string keys")
         try:
             args_json = json.dumps(kwargs, ensure_ascii=False)  # the tool receives these JSON values only
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             return _failure(ErrorKind.BAD_ARGS, f"arguments are not JSON-serialisable: {exc}")
         async with st.lock:
             if st.proc is None:

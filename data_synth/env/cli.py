@@ -42,33 +42,10 @@ import sys
 import time
 from pathlib import Path
 
-from astra_verl.sandbox import SandboxConfig
-from data_synth.env.context import EnvContextFactory
-from data_synth.env.decompose import Decompose
-from data_synth.env.merge import MergeTools
-from data_synth.env.necessity import LabelNecessity
-from data_synth.env.publish import Publish, export_parquet
-from data_synth.env.records import QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled
-from data_synth.env.report import STEPS, env_funnel, write_env_report
-from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
-from data_synth.env.tools import SynthesizeTools
-from data_synth.env.verify import Select, Verify, quality_threshold
-from data_synth.llm import LLMConfig, LLMSettingsError, add_llm_arguments, preflight
-from data_synth.pipeline import (
-    RunDirError,
-    RunStats,
-    Shard,
-    Step,
-    StepContext,
-    read_outputs,
-    run_chain,
-    run_step,
-)
-from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
-from data_synth.pipeline.ray_runner import run_step_ray
-from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
+from data_synth.env.report import STEPS
+from data_synth.llm import add_llm_arguments
+from data_synth.pipeline.run_options import add_run_arguments
 from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
-from env_registry.store import EnvStore, StoreError
 
 PIPELINE = "env"
 # The step files each command writes, in pipeline order (`verify` also runs `select`).
@@ -82,6 +59,29 @@ COMMAND_STEPS = {
     "run": STEPS,
 }
 LLM_COMMANDS = {"decompose", "necessity", "verify", "tools", "merge", "run"}
+
+
+def _load() -> None:
+    """The pipeline's modules (sandbox, matching, stores, Ray: over a second of imports), bound in this
+    module when a command runs, so `--help` answers at once (tests/test_cli_help.py). Idempotent."""
+    global SandboxConfig, EnvContextFactory, Decompose, MergeTools, LabelNecessity, Publish, export_parquet, QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled, env_funnel, write_env_report, SeedError, load_seeds, parse_hops, sample_input, SynthesizeTools, Select, Verify, quality_threshold, LLMConfig, LLMSettingsError, preflight, RunStats, Shard, Step, StepContext, RunDirError, StoreError, read_outputs, run_chain, run_step, ManifestError, file_digest, read_manifest, run_step_ray, prepare_run_dir, EnvStore  # noqa: PLW0603
+    from astra_verl.sandbox import SandboxConfig
+    from data_synth.env.context import EnvContextFactory
+    from data_synth.env.decompose import Decompose
+    from data_synth.env.merge import MergeTools
+    from data_synth.env.necessity import LabelNecessity
+    from data_synth.env.publish import Publish, export_parquet
+    from data_synth.env.records import QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled
+    from data_synth.env.report import env_funnel, write_env_report
+    from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
+    from data_synth.env.tools import SynthesizeTools
+    from data_synth.env.verify import Select, Verify, quality_threshold
+    from data_synth.llm import LLMConfig, LLMSettingsError, preflight
+    from data_synth.pipeline import RunDirError, RunStats, Shard, Step, StepContext, read_outputs, run_chain, run_step
+    from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
+    from data_synth.pipeline.ray_runner import run_step_ray
+    from data_synth.pipeline.run_options import prepare_run_dir
+    from env_registry.store import EnvStore, StoreError
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -203,6 +203,7 @@ class EnvRun:
     """One invocation: the steps asked for, sharing one local context (LLM client + sandbox)."""
 
     def __init__(self, args: argparse.Namespace):
+        _load()
         self.args = args
         self.run_dir: Path = args.run_dir
         try:
@@ -512,7 +513,15 @@ def _command(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run_cli(
-        lambda: _command(args),
-        usage_errors=(SeedError, LLMSettingsError, ManifestError, RunDirError, StoreError),  # PreflightError is one
+        lambda: _loaded_command(args),
         interrupted="finished records are saved; rerun the same command to continue",
     )
+
+
+def _loaded_command(args: argparse.Namespace) -> int:
+    """The command after `_load`, both inside `run_cli` (Ctrl-C during the imports: one line, exit 130)."""
+    _load()
+    try:
+        return _command(args)
+    except (SeedError, LLMSettingsError, ManifestError, RunDirError, StoreError) as exc:  # PreflightError is one
+        raise UsageError(str(exc)) from exc

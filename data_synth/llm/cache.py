@@ -19,16 +19,13 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from data_synth.llm.types import json_text
+
 CACHE_VERSION = 1
 
 
 def cache_key(request: dict[str, Any], sample: int) -> str:
-    body = json.dumps(
-        {"v": CACHE_VERSION, "request": request, "sample": sample},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    body = json_text({"v": CACHE_VERSION, "request": request, "sample": sample}, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
 
 
@@ -52,7 +49,7 @@ class ResponseCache:
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, body: dict[str, Any], *, step: str = "") -> None:
-        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+        text = json_text(body, separators=(",", ":"))
         with self._lock:
             self._db.execute("INSERT OR IGNORE INTO responses (key, step, body) VALUES (?, ?, ?)", (key, step, text))
 

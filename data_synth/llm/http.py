@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from data_synth.llm.types import LLMUnavailable, TransientError
+from data_synth.llm.types import LLMUnavailable, TransientError, json_text
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ class HTTPBackend:
         ep = self.pool.acquire()
         url = f"{ep.base_url}/{route}"
         try:
-            status, retry_after, text = await self._post(url, json.dumps(payload, ensure_ascii=False).encode())
+            status, retry_after, text = await self._post(url, json_text(payload).encode())
             body = _classify(url, status, retry_after, text)
         except TransientError as e:
             self.pool.release(ep, ok=False, retry_after=e.retry_after)
@@ -200,7 +200,7 @@ def _classify(url: str, status: int, retry_after: float | None, text: str) -> di
     if status == 200:
         try:
             body = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
             raise TransientError(f"{url}: 200 with a body that is not JSON: {text[:120]!r}") from None
         if not isinstance(body, dict) or not isinstance(body.get("choices"), list) or not body["choices"]:
             raise TransientError(f"{url}: 200 with a body that is not a chat completion: {text[:120]!r}")

@@ -17,6 +17,20 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 
+def json_text(obj: Any, **kwargs: Any) -> str:
+    """`json.dumps(obj, ensure_ascii=False)`, UTF-8-encodable whatever the strings hold.
+
+    A model can write a lone surrogate as a JSON escape (`"\\ud83d"`); decoded, it is a str
+    that UTF-8 cannot encode. Such text is written with ASCII escapes instead, which read back
+    to the same value, so a file, the cache or a request body always takes it."""
+    text = json.dumps(obj, ensure_ascii=False, **kwargs)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(obj, ensure_ascii=True, **kwargs)
+    return text
+
+
 class LLMError(Exception):
     """Base of the client's errors."""
 
@@ -65,18 +79,12 @@ class ToolCall(BaseModel):
         fn = raw.get("function") or {}
         arguments = fn.get("arguments")
         if isinstance(arguments, dict):  # some servers send an object instead of a string
-            arguments = json.dumps(arguments, ensure_ascii=False)
+            try:
+                arguments = json.dumps(arguments, ensure_ascii=False)
+            except (ValueError, RecursionError):  # nested deeper than the encoder goes
+                arguments = ""
         arguments = arguments if isinstance(arguments, str) else ""
-        args: dict[str, Any] | None = None
-        error = None
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-            if isinstance(parsed, dict):
-                args = parsed
-            else:
-                error = f"arguments are a JSON {type(parsed).__name__}, not an object"
-        except json.JSONDecodeError as e:
-            error = f"arguments are not valid JSON ({e.msg} at column {e.colno})"
+        args, error = parse_arguments(arguments)
         return cls(
             id=str(raw.get("id") or f"call_{index}"),
             name=str(fn.get("name") or ""),
@@ -87,6 +95,23 @@ class ToolCall(BaseModel):
 
     def openai(self) -> dict[str, Any]:
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+def parse_arguments(arguments: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(the object, None) or (None, why not) for a call's argument string; "" reads as {}.
+
+    Never raises: a model can write anything here. Nesting deeper than Python's decoder recurses
+    raises RecursionError, which BFCL's handlers catch like any decoding error (the step is
+    dropped); here it is an error like invalid JSON, so one reply cannot abort a run."""
+    try:
+        parsed = json.loads(arguments) if arguments.strip() else {}
+    except json.JSONDecodeError as e:
+        return None, f"arguments are not valid JSON ({e.msg} at column {e.colno})"
+    except (ValueError, RecursionError) as e:  # e.g. an integer over Python's 4300-digit limit
+        return None, f"arguments are not decodable JSON ({type(e).__name__}: {str(e)[:120]})"
+    if isinstance(parsed, dict):
+        return parsed, None
+    return None, f"arguments are a JSON {type(parsed).__name__}, not an object"
 
 
 class Completion(BaseModel):

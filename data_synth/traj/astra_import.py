@@ -43,8 +43,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from jsonschema import Draft202012Validator
 
 from data_synth.traj.export_sft import SFT_VERSION
@@ -443,6 +441,9 @@ def run_import(
     if kept:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(".parquet.tmp")
+        import pyarrow as pa  # here, not at the top: `--help` must not pay for it
+        import pyarrow.parquet as pq
+
         pq.write_table(pa.Table.from_pylist(kept), tmp)
         tmp.replace(out)
     return {"formats": formats, "kept": len(kept), "rejected": rejected, "dropped": dropped, "checks": checks}

@@ -48,21 +48,31 @@ from typing import Any
 
 import yaml
 
-from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, add_llm_arguments, preflight
-from data_synth.pipeline import RunDirError, RunStats, Shard, read_envelopes, read_outputs
-from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
-from data_synth.pipeline.run_options import add_run_arguments, prepare_run_dir
-from data_synth.traj import astra_import
-from data_synth.traj.config import TrajConfig
-from data_synth.traj.graph import plot_graph, write_graphml
-from data_synth.traj.ingest import expand_paths
-from data_synth.traj.records import GraphRecord, Server
-from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
+from data_synth.llm import add_llm_arguments
+from data_synth.pipeline.run_options import add_run_arguments
 from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
 
 PIPELINE = "traj"
 LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
 READ_ONLY = {"funnel"}  # never create or change the run directory
+
+
+def _load() -> None:
+    """The pipeline's modules (graphs, stores, pyarrow: about a second of imports), bound in this
+    module when a command runs, so `--help` answers at once (tests/test_cli_help.py). Idempotent."""
+    global LLMConfig, LLMFlags, LLMSettingsError, preflight, RunStats, Shard, RunDirError, read_envelopes, read_outputs, ManifestError, file_digest, read_manifest, prepare_run_dir, astra_import, TrajConfig, plot_graph, write_graphml, expand_paths, GraphRecord, Server, STEP_ORDER, ContextFactory, Runner  # noqa: PLW0603
+    from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, preflight
+    from data_synth.pipeline import RunDirError, RunStats, Shard, read_envelopes, read_outputs
+    from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
+    from data_synth.pipeline.run_options import prepare_run_dir
+    from data_synth.traj import astra_import
+    from data_synth.traj.config import TrajConfig
+    from data_synth.traj.graph import plot_graph, write_graphml
+    from data_synth.traj.ingest import expand_paths
+    from data_synth.traj.records import GraphRecord, Server
+    from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
+
+
 STEPS = (
     "ingest",
     "graph",
@@ -321,15 +331,25 @@ def _command(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["import-astra"]:  # no run directory: a conversion with its own options
+        from data_synth.traj import astra_import
+
         return astra_import.main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_cli(
-        lambda: _command(args),
-        usage_errors=(LLMSettingsError, ManifestError, RunDirError),  # PreflightError is one
+        lambda: _loaded_command(args),
         interrupted="finished records are saved; rerun the same command to continue",
     )
 
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _loaded_command(args: argparse.Namespace) -> int:
+    """The command after `_load`, both inside `run_cli` (Ctrl-C during the imports: one line, exit 130)."""
+    _load()
+    try:
+        return _command(args)
+    except (LLMSettingsError, ManifestError, RunDirError) as exc:  # PreflightError is one
+        raise UsageError(str(exc)) from exc

@@ -19,9 +19,6 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from astra_verl.strict import StrictModel
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.records import JudgedTrajectory, Trajectory
@@ -86,6 +83,9 @@ def write_sft(items: list[JudgedTrajectory], path: str | Path, cfg: SFTExportCon
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".parquet.tmp")
+    import pyarrow as pa  # here, not at the top: the pipelines' `--help` must not pay for it
+    import pyarrow.parquet as pq
+
     pq.write_table(pa.Table.from_pylist(rows), tmp)
     tmp.replace(path)
     return {"rows": len(rows), "dropped_parallel_calls": dropped}

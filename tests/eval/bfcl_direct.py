@@ -8,7 +8,8 @@ Run as a script (`python bfcl_direct.py CASES.json`), in its own process, becaus
 - BFCL's checker executes the calls in this process (`eval`); the calls are the tests' own
   scripts (ground truth and fixed perturbations), never model output.
 
-For each case: the step responses in the handler's own format (PROMPT: the assistant text
+For each case: the step responses in the handler's own format (PROMPT: the generated text, split by
+the handler's `_parse_query_response_prompting` as its inference loop records it,
 with `<tool_call>` blocks, decoded by BFCL's `QwenFCHandler`; FC: `[{name: arguments string}]`,
 or the content string when the reply has no calls, decoded by BFCL's OpenAI handler). The
 responses are consumed in order by BFCL's inference rule for a turn (base_handler
@@ -16,11 +17,16 @@ responses are consumed in order by BFCL's inference rule for a turn (base_handle
 per-turn results go through BFCL's own `_evaluate_single_multi_turn_entry` (its source, taken
 from eval_runner.py, which cannot be imported without every provider SDK), i.e. BFCL's
 decoding of each step and `multi_turn_checker`. Prints one JSON verdict per case.
+
+`python bfcl_direct.py --decode STEPS.json` prints, per step, only what BFCL's handler decodes
+(`decode_step`). `bfcl_in_process()` gives the same decoders to a test's own process (the
+stand-ins are removed again afterwards).
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -28,6 +34,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from types import SimpleNamespace
 
 OPTIONAL = ("tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "openai", "overrides", "tenacity")
 
@@ -56,6 +63,12 @@ class _Inert:
     __ror__ = __or__
 
 
+def _inert_attribute(attr: str):
+    if attr.startswith("__"):  # module metadata (`__file__` ...): absent, as tools that scan modules expect
+        raise AttributeError(attr)
+    return _Inert()
+
+
 class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, roots: set[str]):
         self.roots = roots
@@ -68,17 +81,63 @@ class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec):
         module = types.ModuleType(spec.name)
         module.__path__ = []
-        module.__getattr__ = lambda attr: _Inert()
+        module.__getattr__ = _inert_attribute
         return module
 
     def exec_module(self, module):
         pass
 
 
-def _install_stand_ins() -> None:
+def _install_stand_ins() -> _InertFinder | None:
     missing = {name for name in OPTIONAL if importlib.util.find_spec(name) is None}
-    if missing:
-        sys.meta_path.append(_InertFinder(missing))
+    if not missing:
+        return None
+    finder = _InertFinder(missing)
+    sys.meta_path.append(finder)
+    return finder
+
+
+@contextlib.contextmanager
+def bfcl_in_process():
+    """BFCL's two handlers in this process; every module imported meanwhile (stand-ins and the
+    handler modules built on them) is forgotten on exit, so nothing else sees the stand-ins."""
+    before = set(sys.modules)
+    finder = _install_stand_ins()
+    try:
+        from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import is_empty_execute_response
+
+        yield _handlers(), is_empty_execute_response
+    finally:
+        if finder is not None:
+            sys.meta_path.remove(finder)
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+
+
+def recorded(handler, style: str, response):
+    """What BFCL's inference loop records as a step's response (and later decodes): PROMPT, the
+    handler's `_parse_query_response_prompting` of the generated text (reasoning removed); FC,
+    the reply as given."""
+    if style != "prompt":
+        return response
+    reply = SimpleNamespace(
+        choices=[SimpleNamespace(text=response)], usage=SimpleNamespace(prompt_tokens=0, completion_tokens=0)
+    )
+    return handler._parse_query_response_prompting(reply)["model_responses"]
+
+
+def decode_step(handlers: dict, is_empty, style: str, response) -> list[str] | None:
+    """BFCL's decoding of one step: its call strings, or None where BFCL's inference loop ends the
+    turn (decoding raises or is empty). PROMPT: the raw generated text, split by the handler's own
+    `_parse_query_response_prompting` (reasoning removed) before `decode_execute`, as its loop does.
+    FC: `[{name: arguments string}]` (or the content string), as BFCL's OpenAI handler records it."""
+    handler = handlers[style]
+    response = recorded(handler, style, response)
+    try:
+        calls = handler.decode_execute(response, has_tool_call_tag=False)
+    except Exception:  # noqa: BLE001 - BFCL: "Failed to decode the model response. Proceed to next turn."
+        return None
+    return None if is_empty(calls) else calls
 
 
 def _evaluator():
@@ -124,6 +183,13 @@ def _turns(handler, responses: list, n_turns: int, is_empty) -> list[list]:
     return turns
 
 
+def main_decode(path: str) -> None:
+    """One JSON line per step of STEPS.json (`[{"style": ..., "response": ...}]`): {"calls": ...}."""
+    with bfcl_in_process() as (handlers, is_empty):
+        for step in json.loads(Path(path).read_text()):
+            print(json.dumps({"calls": decode_step(handlers, is_empty, step["style"], step["response"])}))
+
+
 def main(path: str) -> None:
     _install_stand_ins()
     evaluate, is_empty = _evaluator()
@@ -131,7 +197,8 @@ def main(path: str) -> None:
     for i, case in enumerate(json.loads(Path(path).read_text())):
         handler = handlers[case["style"]]
         entry, ground_truth = case["entry"], case["ground_truth"]
-        turns = _turns(handler, case["responses"], len(ground_truth), is_empty)
+        responses = [recorded(handler, case["style"], r) for r in case["responses"]]
+        turns = _turns(handler, responses, len(ground_truth), is_empty)
         result = evaluate(
             handler, entry["id"], turns, ground_truth, dict(entry), f"direct_{i}", f"multi_turn_{case['category']}"
         )
@@ -140,4 +207,7 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--decode":
+        main_decode(sys.argv[2])
+    else:
+        main(sys.argv[1])

@@ -125,3 +125,48 @@ def test_help_explains_every_command(capsys):
         with pytest.raises(SystemExit):
             cli.main([command, "--help"])
         assert "usage: python -m astra_verl.eval " + command in capsys.readouterr().out
+
+
+class CrashingServer(Server):
+    """Ground truth, but every step with calls also carries the two replies that aborted runs
+    (issue 30): arguments nested 100,000 levels deep, and valid JSON holding a lone surrogate."""
+
+    BAD = [
+        {"id": "deep", "type": "function", "function": {"name": "ls", "arguments": "[" * 100_000 + "]" * 100_000}},
+        {
+            "id": "surrogate",
+            "type": "function",
+            "function": {"name": "echo", "arguments": '{"content": "\\ud83d", "file_name": "x"}'},
+        },
+    ]
+
+    def handle(self, payload: dict, n: int) -> FakeReply:
+        reply = super().handle(payload, n)
+        message = reply.body["choices"][0]["message"]
+        if message.get("tool_calls"):
+            message["tool_calls"] = [*message["tool_calls"], *self.BAD]
+        return reply
+
+
+def test_replies_that_aborted_runs_are_scored_and_a_cached_run_resumes(tmp_path, plans):
+    server = CrashingServer(plans)
+    argv = ["bfcl", "--base-url", server.url, "--model", "fake-model", "--ids", ",".join(IDS), "--out", str(tmp_path)]
+    argv += ["--concurrency", "2", "--retries", "0", "--categories", "base,miss_func", "--sandbox-workers", "1"]
+    try:
+        assert cli.main(argv) == 0  # every entry scored, none aborted the run
+        results = ResultsFile(tmp_path / "results.jsonl")
+        assert {r["status"] for r in results.records.values()} == {"scored"}
+        # BFCL drops each step with calls (one argument string does not decode): no entry is valid
+        assert not any(r["valid"] for r in results.records.values())
+        calls = [c for r in results.records.values() for c in r["episode"]["calls"]]
+        assert {"content": "\ud83d", "file_name": "x"} in [c["arguments"] for c in calls]  # written, read back
+        requests = sum(server.requests.values())
+        (tmp_path / "results.jsonl").unlink()  # the run again, every reply from the cache
+        assert cli.main(argv) == 0
+        assert sum(server.requests.values()) == requests  # nothing asked twice: the cache replayed it
+        again = ResultsFile(tmp_path / "results.jsonl")
+        assert {k: r["verdict"] for k, r in again.records.items()} == {
+            k: r["verdict"] for k, r in results.records.items()
+        }
+    finally:
+        server.close()

@@ -10,6 +10,7 @@ import pytest
 
 from astra_verl.eval.bfcl_hook import BfclMultiTurnHook, parse_turns
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.rollout.call_parsing import BFCL_SKIPPED
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import HookError
 from env_registry.rows import ToolRef
@@ -72,7 +73,14 @@ def step(h, log, turn: int, *statuses: CallStatus):
     """One assistant turn with calls of these statuses (default: one good call), as the loop reports it."""
     log.assistant_turns = turn
     records = [
-        CallRecord(turn=turn, index=i, tool="ls", arguments={} if s is not CallStatus.BAD_JSON else "{", status=s)
+        CallRecord(
+            turn=turn,
+            index=i,
+            tool="ls",
+            arguments={} if s is not CallStatus.BAD_JSON else "{",
+            status=s,
+            error_kind=BFCL_SKIPPED if s is CallStatus.BAD_JSON else None,  # astra_bfcl_qwen's kind for "{"
+        )
         for i, s in enumerate(statuses or (CallStatus.OK,))
     ]
     for r in records:
@@ -125,6 +133,15 @@ def test_prompt_style_keeps_a_step_with_one_good_block():
     h, log = hook(), EpisodeLog(env_id="e1")
     assert step(h, log, 1, CallStatus.BAD_JSON, CallStatus.OK) is None
     assert h.steps == [1] and h.current == 0
+
+
+def test_prompt_style_needs_bfcls_decoder_as_the_tool_parser():
+    """A prompt-style episode read by another parser (the lenient hermes one) would not decode each
+    step as BFCL does: the episode refuses to start rather than be scored differently."""
+    with pytest.raises(HookError, match="astra.rollout.tool_parser=astra_bfcl_qwen"):
+        run(hook().on_start(view(EpisodeLog(env_id="e1", parser="astra_hermes"))))
+    assert run(hook().on_start(view(EpisodeLog(env_id="e1", parser="astra_bfcl_qwen")))) is None
+    assert run(hook(call_style="fc").on_start(view(EpisodeLog(env_id="e1")))) is None  # OpenAI tool calls
 
 
 def test_an_unknown_call_style_is_an_error():

@@ -19,9 +19,10 @@ from pathlib import Path
 import pytest
 
 from astra_verl.eval import bfcl_replay
-from astra_verl.eval.bfcl_score import CallStyle, score_episode, step_calls, trainer_sandbox_config
+from astra_verl.eval.bfcl_score import BfclScoringError, CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.context import worker_context
 from astra_verl.rollout.testing import run
 from data_synth.llm import LLMClient, ScriptedBackend
@@ -45,31 +46,26 @@ GOOD = rec(status=CallStatus.OK)
 @pytest.mark.parametrize(
     "bad, prompt",
     [
-        (rec("invalid_json", '{"name": "ls", "arguments": {"a": tru'), ["cd(folder='a')"]),  # skipped alone
-        (rec("unclosed_block", '{"name": "ls"'), ["cd(folder='a')"]),
-        (
-            rec("arguments_not_object", '{"name": "ls", "arguments": "{\\"a\\": true}"}'),
-            ["cd(folder='a')", "ls(a=True)"],
-        ),
-        (rec("arguments_not_object", '{"name": "ls", "arguments": "{\\"a\\": tr"}'), None),
-        (rec("arguments_not_object", '{"name": "ls", "arguments": [1]}'), None),
-        (rec("arguments_not_object", '{"name": "ls"}'), None),
-        (rec("missing_name", '{"arguments": {}}'), None),
-        (rec("missing_name", '{"name": 7, "arguments": {}}'), ["cd(folder='a')", "7()"]),  # BFCL formats any name
-        (rec("not_an_object", "[1, 2]"), None),
-        (rec("arguments_not_object", '{"name": "ls", "arguments": "' + "x" * 30), None),  # logged text cut short
+        (rec(BFCL_SKIPPED, '{"name": "ls", "arguments": {"a": tru'), ["cd(folder='a')"]),  # skipped alone
+        (rec(BFCL_DROPPED, '{"name": "ls", "arguments": [1]}'), None),  # BFCL's decoder raises: step dropped
+        (rec(status=CallStatus.SKIPPED), ["cd(folder='a')", "cd(folder='a')"]),  # past our cap: BFCL runs it
     ],
 )
 def test_step_decoding_follows_bfcls_handlers(bad, prompt):
     assert step_calls([GOOD, bad], CallStyle.PROMPT) == prompt
-    assert step_calls([GOOD, bad], CallStyle.FC) is None  # one argument string that is not an object drops the step
     assert step_calls([GOOD], CallStyle.FC) == ["cd(folder='a')"]
-    skipped = rec(status=CallStatus.SKIPPED)
-    assert step_calls([skipped], CallStyle.PROMPT) is None  # never executed: nothing decoded, the turn ends
+    if bad.status is CallStatus.BAD_JSON:  # one argument string that is not an object drops the step
+        assert step_calls([GOOD, bad], CallStyle.FC) is None
+
+
+def test_a_prompt_step_read_by_another_parser_is_not_scored_as_bfcl():
+    lenient = rec("arguments_not_object", '{"name": "ls", "arguments": [1]}')  # the hermes parser's kind
+    with pytest.raises(BfclScoringError, match="astra_bfcl_qwen"):
+        step_calls([GOOD, lenient], CallStyle.PROMPT)
 
 
 def test_an_episode_recorded_without_a_call_style_cannot_be_scored():
-    from astra_verl.eval.bfcl_score import BfclScoringError, decode_episode
+    from astra_verl.eval.bfcl_score import decode_episode
 
     log = EpisodeLog(env_id="e", hook="bfcl_multi_turn", hook_state={"turn_starts": [1]})
     with pytest.raises(BfclScoringError, match="call_style None"):
@@ -109,6 +105,21 @@ def prompt_scenarios(turns) -> dict[str, list[str]]:
         texts[k] = "\n".join([texts[k], *extra])
         out[label] = texts
     out["malformed_step_first"] = [block('{"name": "' + name + '", "arguments": {'), *out["ground_truth"]]
+    gt = out["ground_truth"]
+    whole = {  # the step's whole text rewritten (issue 30's kinds); BFCL decodes the full generated text
+        "no_newlines_inside_tags": gt[k]
+        .replace("<tool_call>\n", "<tool_call>")
+        .replace("\n</tool_call>", "</tool_call>"),
+        "crlf_line_ends": gt[k].replace("\n", "\r\n"),
+        "first_block_unterminated": gt[k].replace("\n</tool_call>", "</tool_call>", 1),
+        "unclosed_think": "<think>\nLet me act.\n" + gt[k],
+        "think_close_without_open": "Plan first.\n</think>\n\n" + gt[k],
+        "two_think_blocks": "<think>a</think>\n" + gt[k] + "\n<think>b</think>\nDone.",
+        "name_is_a_list": gt[k] + "\n" + block(json.dumps({"name": [name], "arguments": {}})),
+        "64_unknown_calls_first": "\n".join([block(json.dumps({"name": "peek", "arguments": {}}))] * 64 + [gt[k]]),
+    }
+    for label, text in whole.items():
+        out[label] = [*gt[:k], text, *gt[k + 1 :]]
     return out
 
 

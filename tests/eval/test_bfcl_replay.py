@@ -62,7 +62,7 @@ def _categories():
 
 def _rollout(pool, plans):
     client = LLMClient(ScriptedBackend(responder=bfcl_replay.responder(plans)), model="replay")
-    return ChatRollout(client, pool)
+    return ChatRollout(client, pool, hook_overrides={"call_style": "fc"})  # OpenAI tool calls: BFCL's FC handler
 
 
 def test_rollouts_of_one_entry_never_share_state(bfcl_sample, bfcl_sandbox_config):

@@ -17,6 +17,7 @@ from astra_verl.eval.bfcl_score import (
     score_episode,
 )
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_verl.rollout.call_parsing import BFCL_SKIPPED
 from astra_verl.sandbox import SandboxConfig, SandboxPool
 
 
@@ -52,12 +53,13 @@ def test_decoding_groups_calls_by_user_turn_and_step_and_keeps_what_bfcl_would_e
         rec(2, "nope", {"q": 1}, CallStatus.UNKNOWN_TOOL, index=1),  # BFCL evals it too (a NameError)
         rec(2, "cat", "{not json", CallStatus.BAD_JSON, index=2),  # BFCL's Qwen handler skips the block
         rec(4, "mv", {"source": "a", "destination": "b"}, CallStatus.SCHEMA_ERROR),
-        rec(4, "ls", {}, CallStatus.SKIPPED, index=1),  # never executed
+        rec(4, "ls", {}, CallStatus.SKIPPED, index=1),  # past our call cap, never executed: BFCL runs it
     ]
+    log.calls[4].error_kind = BFCL_SKIPPED
     log.hook_state = {"turn_starts": [1, 4, 6], "call_style": "prompt"}
     assert decode_episode(log) == [
         [["cd(folder='a')", "ls()"], ["cat(file_name='x')", "nope(q=1)"]],
-        [["mv(source='a',destination='b')"]],
+        [["mv(source='a',destination='b')", "ls()"]],
         [],
     ]
 
