@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from astra_verl.eval import (
     bfcl_hook,  # noqa: F401  - registers the hook
     bfcl_replay,
+    bfcl_single_cli,
     envs_report,
 )
 from astra_verl.eval.bfcl_run import (
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-observations", action="store_true", help="skip comparing observations with BFCL's executor"
     )
     _sandbox(replay)
+    bfcl_single_cli.add_parser(sub)  # BFCL single-turn: declared there, heavy imports inside the command
     return parser
 
 
@@ -437,10 +439,13 @@ COMMANDS = {
     "bfcl-export": cmd_export,
     "bfcl-score": cmd_score,
     "bfcl-replay": cmd_replay,
+    "bfcl-single": lambda args: bfcl_single_cli.cmd_single(args),
 }
 
 
 def _interrupted(args: argparse.Namespace) -> str:
+    if args.command == "bfcl-single":
+        return bfcl_single_cli.interrupted(args)
     if args.command == "bfcl":
         where = run_dir(args) / "results.jsonl"
         return f"scored entries are saved in {where}; rerun the same command to run only the rest"

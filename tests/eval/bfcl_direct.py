@@ -75,8 +75,8 @@ class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def _install_stand_ins() -> None:
-    missing = {name for name in OPTIONAL if importlib.util.find_spec(name) is None}
+def _install_stand_ins(names: tuple[str, ...] = OPTIONAL) -> None:
+    missing = {name for name in names if importlib.util.find_spec(name) is None}
     if missing:
         sys.meta_path.append(_InertFinder(missing))
 

