@@ -112,3 +112,29 @@ def test_help_is_fast_to_reach_and_names_the_styles(capsys):
     with pytest.raises(SystemExit):
         cli.main(["bfcl-single", "--help"])
     assert "--style {fc,prompting}" in capsys.readouterr().out
+
+
+def test_local_checkpoint_parses_calls_as_vllms_hermes_parser(tiny_model_dir, tiny_tokenizer):
+    from astra_verl.eval.bfcl_single_local import ContextOverflow, LocalModel
+
+    local = LocalModel(str(tiny_model_dir), max_tokens=8, temperature=0.0)
+    ids = lambda text: tiny_tokenizer.encode(text, add_special_tokens=False)  # noqa: E731
+    good = local.completion([1, 2], ids('Sure. <tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call>'), "stop")
+    assert good.text == "Sure." and [(c.name, json.loads(c.arguments)) for c in good.tool_calls] == [("f", {"a": 1})]
+    bad_block = '<tool_call>{"name": "f", "arguments": {"a": 1}}</tool_call><tool_call>{"name": </tool_call>'
+    bad = local.completion([1], ids(bad_block), "stop")  # one block does not parse: no calls, the text as content
+    assert bad.tool_calls == [] and bad.text == bad_block and bad.usage.prompt_tokens == 1
+    with pytest.raises(ContextOverflow, match="exceeds the model's context"):
+        local.prompt_ids([{"role": "user", "content": "word " * (local.context + 10)}], None)
+
+
+def test_cli_runs_a_local_checkpoint_without_a_server(tmp_path, tiny_model_dir, capsys):
+    argv = ["bfcl-single", "--model-path", str(tiny_model_dir), "--categories", "simple_python,irrelevance",
+            "--limit", "1", "--max-tokens", "8", "--out", str(tmp_path), "--sandbox-workers", "1", "-q"]  # fmt: skip
+    assert cli.main(argv) == 0
+    results = bs.ResultsFile(tmp_path / "results.jsonl")
+    assert sorted(results.records) == ["irrelevance_0", "simple_python_0"]
+    assert {r["status"] for r in results.records.values()} == {"scored"}
+    assert {r["model"] for r in results.records.values()} == {tiny_model_dir.resolve().name}
+    out = capsys.readouterr().out
+    assert "| simple_python |" in out and "| irrelevance |" in out
