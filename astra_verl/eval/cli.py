@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from astra_verl.eval import bfcl_single_cli  # light: its heavy imports are inside the command
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 
 # Every command imports what it needs when it runs (verl, transformers, bfcl_eval, the sandbox,
@@ -179,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-observations", action="store_true", help="skip comparing observations with BFCL's executor"
     )
     _sandbox(replay)
+    bfcl_single_cli.add_parser(sub)  # BFCL single-turn: declared there, heavy imports inside the command
     return parser
 
 
@@ -454,10 +456,13 @@ COMMANDS = {
     "bfcl-export": cmd_export,
     "bfcl-score": cmd_score,
     "bfcl-replay": cmd_replay,
+    "bfcl-single": lambda args: bfcl_single_cli.cmd_single(args),
 }
 
 
 def _interrupted(args: argparse.Namespace) -> str:
+    if args.command == "bfcl-single":
+        return bfcl_single_cli.interrupted(args)
     if args.command == "bfcl":
         where = run_dir(args) / "results.jsonl"
         return f"scored entries are saved in {where}; rerun the same command to run only the rest"

@@ -88,8 +88,8 @@ class _InertFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass
 
 
-def _install_stand_ins() -> _InertFinder | None:
-    missing = {name for name in OPTIONAL if importlib.util.find_spec(name) is None}
+def _install_stand_ins(names: tuple[str, ...] = OPTIONAL) -> _InertFinder | None:
+    missing = {name for name in names if importlib.util.find_spec(name) is None}
     if not missing:
         return None
     finder = _InertFinder(missing)

