@@ -60,6 +60,7 @@ HELP_CPU_S = 1.0
 MORE = [
     "astra_verl.eval bfcl",
     "astra_verl.eval bfcl-replay",
+    "astra_verl.eval bfcl-single",
     "astra_verl.models smollm2",
     "data_synth env run",
     "env_registry generate",
