@@ -36,11 +36,13 @@ parameters at the tool's defaults).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 import re
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -48,19 +50,49 @@ import sympy
 
 from env_registry.spec import AnswerRule, CallCheck
 
+# Scripts written without spaces between words (CJK ideographs, kana, hangul): every such
+# character is a word of its own, and a change of script is a word boundary ("答案是Lepaburg。").
+_CJK = "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_CHAR = re.compile(f"([{_CJK}])")
+_WORDISH = f"[^\\W{_CJK}]"  # a word character of a spaced script (letters, digits, _)
 _NUMBER = re.compile(
-    r"(?<![\w.])[-+]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])"
-    r"|(?<![\w.])[-+]?\.\d+(?:[eE][-+]?\d+)?(?![\w])"
+    rf"(?<!{_WORDISH})(?<!\.)[-+]?(?:\d{{1,3}}(?:,\d{{3}})+(?!,?\d)|\d+)(?:\.\d+)?"
+    r"(?:[eE][-+]?\d+|\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+)?(?![\d.]\d)(?!\d)(?P<pct>\s*%)?"
+    rf"|(?<!{_WORDISH})(?<!\.)[-+]?\.\d+(?:[eE][-+]?\d+)?(?!\d)(?P<pct2>\s*%)?"
 )
+# A calendar date is not a source of numbers ("2004" is not in "2004-05-06"); dates are matched
+# as dates (`_dates_in`).
+_DATE = re.compile(
+    r"(?<!\d)(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?!\d)"
+    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}(?!\d)"
+    r"|(?<!\d)\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s+\d{4}(?!\d)",
+    re.IGNORECASE,
+)
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_ISO_DATE = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})\s*")
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
 _MAX_UNIT_WORDS = 3
+# Stated precision: "94.7" states 94.67 rounded to one decimal. A number agrees with a value
+# it rounds (half a unit of its last decimal) when that half unit is at most this share of it.
+_ROUNDING_SHARE = sympy.Rational(1, 100)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One value a number literal of a text stands for, and how precisely the text stated it."""
+
+    value: sympy.Rational
+    approx: float
+    half_unit: sympy.Rational  # half a unit of the literal's last decimal, 0 for no decimals
+    start: int
+    end: int
 
 
 # The reward checks every call's output against every sub-answer of a trajectory, so the same
 # text is scanned many times: scans are cached per text.
 @lru_cache(maxsize=8192)
 def normalize_text(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
+    text = _CJK_CHAR.sub(r" \1 ", unicodedata.normalize("NFKC", text).casefold())
     return " " + _NON_ALNUM.sub(" ", text).strip() + " "
 
 
@@ -69,22 +101,44 @@ def _rational(literal: str) -> sympy.Rational:
     return sympy.Rational(literal)
 
 
+def _literal_value(literal: str) -> tuple[sympy.Rational, sympy.Rational]:
+    """A literal's value (thousands separators dropped, "1.2 × 10^6" read as 1.2e6) and the half
+    unit of its last stated decimal (0 when it states none, or too few digits to be a rounding)."""
+    body = re.sub(r"\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*", "e", literal.replace(",", ""))
+    value = _rational(body)
+    mantissa = body.split("e")[0].split("E")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    half = sympy.Rational(5, 10 ** (decimals + 1)) if decimals and "e" not in body.lower() else sympy.Integer(0)
+    if half and half > _ROUNDING_SHARE * abs(value):
+        half = sympy.Integer(0)
+    return value, half
+
+
 @lru_cache(maxsize=8192)
-def _number_literals(text: str) -> tuple[tuple[str, float], ...]:
-    """Every number literal the text states with its float value (thousands separators read both ways)."""
-    out: list[str] = []
+def _readings_of(text: str) -> tuple[Reading, ...]:
+    """Every value the text's numbers stand for: numbers inside dates are not read; thousands
+    separators are read as such ("1,234" is 1234), and also as list commas inside a bracketed
+    list ("[1,234]"); a percentage is read as stated and as a fraction ("25%" is 25 and 0.25)."""
+    dates = [m.span() for m in _DATE.finditer(text)]
+    out: list[Reading] = []
     for m in _NUMBER.finditer(text):
-        literal = m.group(0)
-        if "," in literal:
-            out.append(literal.replace(",", ""))
-            out.extend(part for part in literal.split(",") if part.strip("+-"))
-        else:
-            out.append(literal)
-    return tuple((lit, float(lit)) for lit in out)
+        if any(a <= m.start() < b for a, b in dates):
+            continue
+        literal = m.group(0).rstrip("% ").strip()
+        value, half = _literal_value(literal)
+        values = [(value, half)]
+        if m.group("pct") or m.group("pct2"):
+            values.append((value / 100, half / 100))
+        if "," in literal and (text[m.start() - 1 : m.start()] == "[" or text[m.end() : m.end() + 1] == "]"):
+            values.extend(_literal_value(part) for part in literal.split(",") if part.strip("+-"))
+        out.extend(Reading(v, float(v), h, m.start(), m.end()) for v, h in values)
+    return tuple(out)
 
 
 def answer_number(answer: str) -> sympy.Rational | None:
     """The answer's number when the answer is numeric (one number, at most a few unit words)."""
+    if _DATE.search(answer):
+        return None
     found = list(_NUMBER.finditer(answer))
     if len(found) != 1:
         return None
@@ -92,26 +146,63 @@ def answer_number(answer: str) -> sympy.Rational | None:
     words = [w for w in normalize_text(rest).split() if w]
     if len(words) > _MAX_UNIT_WORDS:
         return None
-    literal = found[0].group(0).replace(",", "")
-    return _rational(literal)
+    return _literal_value(found[0].group(0).rstrip("% ").strip())[0]
 
 
-def _close(a: sympy.Rational, b: sympy.Rational, rule: AnswerRule) -> bool:
-    tol = max(sympy.Rational(rule.abs_tol), sympy.Rational(rule.rel_tol) * abs(a))
+def _close(a: sympy.Rational, b: sympy.Rational, rule: AnswerRule, half_unit: sympy.Rational = 0) -> bool:
+    """`b` agrees with `a`: within the rule's tolerance, or `a` rounded to the decimals `b` states."""
+    tol = max(sympy.Rational(rule.abs_tol), sympy.Rational(rule.rel_tol) * abs(a), half_unit)
     return abs(a - b) <= tol
 
 
-def _number_in_text(number: sympy.Rational, text: str, rule: AnswerRule) -> bool:
+def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[Reading]:
+    """The readings of `text` that agree with `number` under `rule`."""
     # Floats reject the clear misses cheaply; only candidates near the tolerance boundary (or
     # values floats cannot hold) are decided exactly, so the result equals the exact test.
     a = float(number)
-    slack = max(rule.abs_tol, rule.rel_tol * abs(a)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
-    for literal, b in _number_literals(text):
-        if math.isfinite(a) and math.isfinite(b) and abs(a - b) > slack:
+    tol = max(rule.abs_tol, rule.rel_tol * abs(a))
+    for r in _readings_of(text):
+        slack = max(tol, float(r.half_unit)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
+        if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
             continue
-        if _close(number, _rational(literal), rule):
-            return True
-    return False
+        if _close(number, r.value, rule, r.half_unit):
+            yield r
+
+
+def _number_in_text(number: sympy.Rational, text: str, rule: AnswerRule) -> bool:
+    return next(_agreeing(number, text, rule), None) is not None
+
+
+def _date_of(answer: str) -> dt.date | None:
+    m = _ISO_DATE.fullmatch(answer)
+    if not m:
+        return None
+    try:
+        return dt.date(int(m[1]), int(m[2]), int(m[3]))
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=8192)
+def _dates_in(text: str) -> frozenset[dt.date]:
+    """The calendar dates a text states, in ISO, month-name or slash form ("7/20/1976" and
+    "20/7/1976" both read as 20 July 1976)."""
+    out: set[dt.date] = set()
+    for m in _DATE.finditer(text):
+        nums = [int(n) for n in re.findall(r"\d+", m.group(0))]
+        month = next((i + 1 for i, name in enumerate(_MONTHS) if name in m.group(0).casefold()), None)
+        if month is not None:
+            options = [(nums[-1], month, nums[0])]
+        elif "-" in m.group(0):
+            options = [(nums[0], nums[1], nums[2])]
+        else:
+            options = [(nums[2], nums[0], nums[1]), (nums[2], nums[1], nums[0])]
+        for y, mo, d in options:
+            try:
+                out.add(dt.date(y, mo, d))
+            except ValueError:
+                continue
+    return frozenset(out)
 
 
 def _one_in_text(answer: str, text: str, rule: AnswerRule) -> bool:
@@ -121,24 +212,46 @@ def _one_in_text(answer: str, text: str, rule: AnswerRule) -> bool:
     if rule.kind == "numeric":
         return False
     needle = normalize_text(answer)
-    return needle.strip() != "" and needle in normalize_text(text)
+    if needle.strip() != "" and needle in normalize_text(text):
+        return True
+    date = _date_of(answer)
+    return date is not None and date in _dates_in(text)
+
+
+# -- for the commit rule (`env_registry.commit`) ----------------------------------------------
+
+
+def readings(text: str) -> tuple[Reading, ...]:
+    """Every value the numbers of `text` stand for, with its span (see `_readings_of`)."""
+    return _readings_of(text)
+
+
+def same_number_as(number: sympy.Rational, reading: Reading, rule: AnswerRule) -> bool:
+    """`reading` states `number` under `rule` (its tolerance, or `number` rounded to its decimals)."""
+    return _close(number, reading.value, rule, reading.half_unit)
+
+
+def phrase_spans(phrase: str, folded: str) -> list[tuple[int, int]]:
+    """Where the phrase occurs in a folded text (NFKC, case-folded), at word boundaries."""
+    return [m.span() for m in _phrase_pattern(_phrase(phrase)).finditer(folded)]
+
+
+def contains_answer(answer: str, text: str, rule: AnswerRule) -> bool:
+    """`text` contains `answer` under `rule` (no commit rule, no aliases)."""
+    return bool(text) and _one_in_text(answer, text, rule)
 
 
 def answer_in_text(answer: str, text: str, rule: AnswerRule | None = None) -> bool:
-    """True when `text` contains `answer` (or one of the rule's aliases) under `rule`, and names
-    none of the rule's rivals."""
+    """True when `text` contains `answer` (or one of the rule's aliases) under `rule`; with rivals
+    (a comparison), only when it commits to the answer (`env_registry.commit`)."""
     rule = rule or AnswerRule()
     if not text:
         return False
-    return any(_one_in_text(c, text, rule) and _commits(c, text, rule) for c in [answer, *rule.aliases])
+    if rule.rivals:
+        from env_registry.commit import commits  # the commit rule reads texts with this module's readers
 
-
-def _commits(candidate: str, text: str, rule: AnswerRule) -> bool:
-    if not rule.rivals:
-        return True
-    rest = _mask(text, (_phrase(candidate),), (), 0.0, 0.0)
-    plain = rule.model_copy(update={"rivals": [], "aliases": []})
-    return not any(_one_in_text(r, rest, plain) for r in rule.rivals)
+        return commits(answer, text, rule)
+    return any(_one_in_text(c, text, rule) for c in [answer, *rule.aliases])
 
 
 # -- what a tool returned: its output minus echoes of its arguments -----------------------------
@@ -150,19 +263,24 @@ def _phrase(value: str) -> str:
     return normalize_text(value).strip()
 
 
+def _is_cjk(ch: str) -> bool:
+    return bool(_CJK_CHAR.fullmatch(ch))
+
+
 @lru_cache(maxsize=4096)
 def _phrase_pattern(phrase: str) -> re.Pattern[str]:
-    words = [re.escape(w) for w in phrase.split()]
-    return re.compile(r"(?<![^\W_])" + r"[\W_]+".join(words) + r"(?![^\W_])")
-
-
-def _readings(literal: str) -> Iterator[str]:
-    """A number literal as the matcher reads it (thousands separators both ways)."""
-    if "," not in literal:
-        yield literal
-        return
-    yield literal.replace(",", "")
-    yield from (part for part in literal.split(",") if part.strip("+-"))
+    """A normalised phrase in a folded text: its words in order with separators between them, and
+    no word character of the same script around it (a CJK character is a word by itself)."""
+    words = phrase.split()
+    if not words:
+        return re.compile(r"(?!)")
+    body = re.escape(words[0])
+    for prev, word in zip(words, words[1:], strict=False):
+        joint = r"[\W_]*" if _is_cjk(prev[-1]) or _is_cjk(word[0]) else r"[\W_]+"
+        body += joint + re.escape(word)
+    before = "" if _is_cjk(words[0][0]) else f"(?<!{_WORDISH})"
+    after = "" if _is_cjk(words[-1][-1]) else f"(?!{_WORDISH})"
+    return re.compile(before + body + after)
 
 
 @lru_cache(maxsize=8192)
@@ -178,12 +296,11 @@ def _mask(text: str, phrases: tuple[str, ...], numbers: tuple[str, ...], rel_tol
     if numbers:
         rule = AnswerRule(rel_tol=rel_tol, abs_tol=abs_tol)
         given = [_rational(n) for n in numbers]
-
-        def echoed(m: re.Match[str]) -> str:
-            near = any(_close(g, _rational(r), rule) for r in _readings(m.group(0)) for g in given)
-            return _MASK if near else m.group(0)
-
-        out = _NUMBER.sub(echoed, out)
+        spans = sorted(
+            {(r.start, r.end) for r in _readings_of(out) if any(_close(g, r.value, rule, r.half_unit) for g in given)}
+        )
+        for start, end in reversed(spans):
+            out = out[:start] + _MASK + out[end:]
     return text if out == folded else out
 
 
@@ -205,8 +322,8 @@ def _echoes(arguments_json: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     for v in _argument_values(json.loads(arguments_json)):
         if isinstance(v, str):
             phrases.add(_phrase(v))
-            if _NUMBER.fullmatch(v.strip()):
-                numbers.add(v.strip().replace(",", ""))
+            # every number a string states, free text included ("about 42" echoes 42)
+            numbers.update(str(r.value) for r in _readings_of(v))
         elif isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
             numbers.add(repr(v))
     phrases.discard("")
@@ -229,34 +346,55 @@ def answer_in_output(answer: str, output: str, arguments: Any, rule: AnswerRule 
             whole = _phrase(candidate)
             own = tuple(p for p in phrases if p == whole or not _phrase_pattern(p).search(whole))
             masked = _mask(output, own, (), 0.0, 0.0)
-        if _one_in_text(candidate, masked, rule) and _commits(candidate, masked, rule):
+        if _one_in_text(candidate, masked, rule) and _names_no_rival(candidate, masked, rule):
             return True
     return False
+
+
+def _names_no_rival(candidate: str, text: str, rule: AnswerRule) -> bool:
+    """A tool's output names none of the rule's rivals outside the candidate's own occurrences."""
+    if not rule.rivals:
+        return True
+    rest = _mask(text, (_phrase(candidate),), (), 0.0, 0.0)
+    plain = rule.model_copy(update={"rivals": [], "aliases": []})
+    return not any(_one_in_text(r, rest, plain) for r in rule.rivals)
 
 
 # -- the right call: identifying arguments agree with a golden call's --------------------------
 
 _MISSING = object()
-_SAME_NUMBER_REL = 1e-9  # float noise in a model-computed argument, nothing more
+# One tolerance policy for answers and identifying arguments: integers exactly; other numbers
+# within the default answer tolerance, or rounded to the decimals one of them states (an honest
+# model passes 23.3 on for 23.345).
+_ARGUMENT_RULE = AnswerRule()
 
 
-def _as_number(value: Any) -> sympy.Rational | None:
+def _as_number(value: Any) -> tuple[sympy.Rational, sympy.Rational, bool] | None:
+    """A value as a number: (value, half unit of its stated decimals, whether it is an integer)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return sympy.Integer(value)
+        return sympy.Integer(value), sympy.Integer(0), True
     if isinstance(value, float):
-        return _rational(repr(value)) if math.isfinite(value) else None
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()):
-        return _rational(value.strip().replace(",", ""))
+        return (*_literal_value(repr(value)), False) if math.isfinite(value) else None
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) and not _DATE.search(value):
+        literal = value.strip().rstrip("% ").strip()
+        return (*_literal_value(literal), not re.search(r"[.eE]", literal))
     return None
+
+
+def _same_number(a: tuple[sympy.Rational, sympy.Rational, bool], b: tuple[sympy.Rational, sympy.Rational, bool]) -> bool:
+    (va, ha, ia), (vb, hb, ib) = a, b
+    if ia and ib:
+        return va == vb
+    return _close(va, vb, _ARGUMENT_RULE, hb) or _close(vb, va, _ARGUMENT_RULE, ha)
 
 
 def same_value(a: Any, b: Any) -> bool:
     """`a` and `b` are the same argument value as the matcher reads values."""
     na, nb = _as_number(a), _as_number(b)
     if na is not None and nb is not None:
-        return abs(na - nb) <= _SAME_NUMBER_REL * max(abs(na), abs(nb))
+        return _same_number(na, nb)
     if isinstance(a, str) and isinstance(b, str):
         return normalize_text(a) == normalize_text(b)
     if isinstance(a, list | tuple) and isinstance(b, list | tuple):
