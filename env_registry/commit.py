@@ -124,7 +124,8 @@ def _conclusion(text: str, mentions: list[_Mention], marker: re.Pattern[str], wh
 
 
 def _is_list_gap(gap: str) -> bool:
-    return all(w in _LIST_WORDS for w in normalize_text(gap).split())
+    """Only list words, punctuation and the values listed with the names ("X (12) and Y")."""
+    return all(w in _LIST_WORDS or w.isdigit() for w in normalize_text(gap).split())
 
 
 def _subjects(text: str, span: list[_Mention]) -> list[_Mention]:

@@ -73,7 +73,9 @@ def test_run_single_scores_and_reports_every_count(build):
 
 def test_the_root_answer_setting_is_on_by_default_and_turns_off_for_ablations(build):
     t = build.target()
-    data = sample(build.episode([build.solving_call(i) for i in (1, 2, 3, 4)], "I could not tell."), t.model_dump_json())
+    data = sample(
+        build.episode([build.solving_call(i) for i in (1, 2, 3, 4)], "I could not tell."), t.model_dump_json()
+    )
     assert run(make(), data)["reward_extra_info"]["solved"] == 3.0
     plain = OmegaConf.merge(CONFIG, {"astra": {"reward": {"root_answer": False}}})
     assert run(make(config=plain), data)["reward_extra_info"]["solved"] == 4.0
