@@ -33,6 +33,7 @@ import networkx as nx
 from tqdm.auto import tqdm
 
 from astra_verl.strict import SettingsError
+from env_registry.answer_stats import AnswerCounts
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 from env_registry.export import (
     DEFAULT_INTERACTION,
@@ -354,6 +355,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     names: set[str] = set()
     apis: set[str] = set()
     structures: set[str] = set()  # of the first STRUCTURE_SAMPLE environments, so stores compare
+    answers = AnswerCounts()
     for i, env in enumerate(tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet)):
         if i < STRUCTURE_SAMPLE:
             structures.add(structure_of(env))
@@ -370,6 +372,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         needs_tool += sum(q.needs_tool for q in env.sub_questions)
         n_subs += len(env.sub_questions)
         names.update(t.name for t in env.tools)
+        answers.add(env)
     n = len(store)
     summary = {
         "environments": n,
@@ -386,12 +389,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "hops": {str(k): v for k, v in hops.items()},
         "sub_questions": {str(k): v for k, v in subs.items()},
         "tools_per_env": {str(k): v for k, v in tools.items()},
+        **answers.summary(),
     }
     if args.json:
         _out(json.dumps(summary, indent=2))
     else:
         counts = {"domains": domains, "scenario types": types, "hops (longest tool chain)": hops}
-        _print_stats(args.store, summary, {**counts, "sub-questions per env": subs, "tools per env": tools})
+        tables = {**counts, "sub-questions per env": subs, "tools per env": tools}
+        _print_stats(args.store, summary, {**tables, "comparison winner's listed position": answers.winners})
     if args.plot:
         _plot(args.plot, {"domain": domains, "scenario type": types, "hops": hops, "tools per env": tools}, n)
         _out(f"plot: {args.plot}")
@@ -408,6 +413,10 @@ def _print_stats(store: str, s: dict[str, Any], tables: dict[str, Counter]) -> N
     _out(
         f"  {s['distinct_structures']} distinct structures in the first {s['structure_sample']} environments, "
         f"{s['distinct_tool_apis']} distinct tool APIs, {100 * s['one_tool_share']:.1f}% of environments with one tool"
+    )
+    _out(
+        f"  {s['echo_answer_sub_questions']} sub-questions whose answer echoes a golden-call argument "
+        "(rewarded only for the golden call itself)"
     )
     for title, counts in tables.items():
         _table(title, counts, n)
