@@ -96,7 +96,7 @@ def _number_mentions(text: str, number: sympy.Rational, rule: AnswerRule) -> lis
     for r in readings(text):
         agrees = same_number_as(number, r, rule)
         if agrees or (r.start, r.end) not in spans:
-            spans[(r.start, r.end)] = True if agrees else r.value
+            spans[(r.start, r.end)] = True if agrees else r.approx
     return [_Mention(a, b, k) for (a, b), k in sorted(spans.items())]
 
 

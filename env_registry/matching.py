@@ -79,13 +79,25 @@ _ROUNDING_SHARE = sympy.Rational(1, 100)
 
 @dataclass(frozen=True)
 class Reading:
-    """One value a number literal of a text stands for, and how precisely the text stated it."""
+    """One value a number literal of a text stands for, and how precisely the text stated it.
+    Exact values are made only when a float comparison cannot decide (`value`, `half_unit`)."""
 
-    value: sympy.Rational
+    literal: str  # thousands separators, "× 10^n" and all, as the text states it
+    percent: bool  # read as a fraction of the stated percentage
     approx: float
-    half_unit: sympy.Rational  # half a unit of the literal's last decimal, 0 for no decimals
+    half_approx: float
     start: int
     end: int
+
+    @property
+    def value(self) -> sympy.Rational:
+        v = _literal_value(self.literal)[0]
+        return v / 100 if self.percent else v
+
+    @property
+    def half_unit(self) -> sympy.Rational:
+        h = _literal_value(self.literal)[1]
+        return h / 100 if self.percent else h
 
 
 # The reward checks every call's output against every sub-answer of a trajectory, so the same
@@ -101,17 +113,40 @@ def _rational(literal: str) -> sympy.Rational:
     return sympy.Rational(literal)
 
 
+def _body(literal: str) -> str:
+    if "," not in literal and not any(c in literal for c in "x×*·"):
+        return literal
+    return re.sub(r"\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*", "e", literal.replace(",", ""))
+
+
+def _decimals(body: str) -> int:
+    """Decimals a literal states (0 in scientific notation: its precision is not a rounding)."""
+    if "e" in body or "E" in body or "." not in body:
+        return 0
+    return len(body.split(".")[1])
+
+
+@lru_cache(maxsize=65536)
 def _literal_value(literal: str) -> tuple[sympy.Rational, sympy.Rational]:
     """A literal's value (thousands separators dropped, "1.2 × 10^6" read as 1.2e6) and the half
     unit of its last stated decimal (0 when it states none, or too few digits to be a rounding)."""
-    body = re.sub(r"\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*", "e", literal.replace(",", ""))
+    body = _body(literal)
     value = _rational(body)
-    mantissa = body.split("e")[0].split("E")[0]
-    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
-    half = sympy.Rational(5, 10 ** (decimals + 1)) if decimals and "e" not in body.lower() else sympy.Integer(0)
+    decimals = _decimals(body)
+    half = sympy.Rational(5, 10 ** (decimals + 1)) if decimals else sympy.Integer(0)
     if half and half > _ROUNDING_SHARE * abs(value):
         half = sympy.Integer(0)
     return value, half
+
+
+def _reading(literal: str, percent: bool, start: int, end: int) -> Reading:
+    body = _body(literal)
+    approx, decimals = float(body), _decimals(body)
+    half = 0.5 * 10.0**-decimals if decimals else 0.0
+    if half > float(_ROUNDING_SHARE) * abs(approx) * (1 + 1e-9):
+        half = 0.0
+    scale = 0.01 if percent else 1.0
+    return Reading(literal, percent, approx * scale, half * scale, start, end)
 
 
 @lru_cache(maxsize=8192)
@@ -119,19 +154,18 @@ def _readings_of(text: str) -> tuple[Reading, ...]:
     """Every value the text's numbers stand for: numbers inside dates are not read; thousands
     separators are read as such ("1,234" is 1234), and also as list commas inside a bracketed
     list ("[1,234]"); a percentage is read as stated and as a fraction ("25%" is 25 and 0.25)."""
-    dates = [m.span() for m in _DATE.finditer(text)]
+    dates = [m.span() for m in _DATE.finditer(text)] if "-" in text or "/" in text or " " in text else []
     out: list[Reading] = []
     for m in _NUMBER.finditer(text):
-        if any(a <= m.start() < b for a, b in dates):
+        if dates and any(a <= m.start() < b for a, b in dates):
             continue
         literal = m.group(0).rstrip("% ").strip()
-        value, half = _literal_value(literal)
-        values = [(value, half)]
+        a, b = m.span()
+        out.append(_reading(literal, False, a, b))
         if m.group("pct") or m.group("pct2"):
-            values.append((value / 100, half / 100))
-        if "," in literal and (text[m.start() - 1 : m.start()] == "[" or text[m.end() : m.end() + 1] == "]"):
-            values.extend(_literal_value(part) for part in literal.split(",") if part.strip("+-"))
-        out.extend(Reading(v, float(v), h, m.start(), m.end()) for v, h in values)
+            out.append(_reading(literal, True, a, b))
+        if "," in literal and (text[a - 1 : a] == "[" or text[b : b + 1] == "]"):
+            out.extend(_reading(part, False, a, b) for part in literal.split(",") if part.strip("+-"))
     return tuple(out)
 
 
@@ -162,11 +196,20 @@ def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[R
     a = float(number)
     tol = max(rule.abs_tol, rule.rel_tol * abs(a))
     for r in _readings_of(text):
-        slack = max(tol, float(r.half_unit)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
+        slack = max(tol, r.half_approx) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
         if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
             continue
         if _close(number, r.value, rule, r.half_unit):
             yield r
+
+
+def _near(given: tuple[sympy.Rational, float], r: Reading, rule: AnswerRule) -> bool:
+    """`r` agrees with a given number (floats first, exactly near the boundary)."""
+    exact, a = given
+    slack = max(rule.abs_tol, rule.rel_tol * abs(a), r.half_approx) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
+    if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
+        return False
+    return _close(exact, r.value, rule, r.half_unit)
 
 
 def _number_in_text(number: sympy.Rational, text: str, rule: AnswerRule) -> bool:
@@ -228,7 +271,7 @@ def readings(text: str) -> tuple[Reading, ...]:
 
 def same_number_as(number: sympy.Rational, reading: Reading, rule: AnswerRule) -> bool:
     """`reading` states `number` under `rule` (its tolerance, or `number` rounded to its decimals)."""
-    return _close(number, reading.value, rule, reading.half_unit)
+    return _near((number, float(number)), reading, rule)
 
 
 def phrase_spans(phrase: str, folded: str) -> list[tuple[int, int]]:
@@ -295,10 +338,8 @@ def _mask(text: str, phrases: tuple[str, ...], numbers: tuple[str, ...], rel_tol
         out = _phrase_pattern(phrase).sub(_MASK, out)
     if numbers:
         rule = AnswerRule(rel_tol=rel_tol, abs_tol=abs_tol)
-        given = [_rational(n) for n in numbers]
-        spans = sorted(
-            {(r.start, r.end) for r in _readings_of(out) if any(_close(g, r.value, rule, r.half_unit) for g in given)}
-        )
+        given = [(_rational(n), float(n)) for n in numbers]
+        spans = sorted({(r.start, r.end) for r in _readings_of(out) if any(_near(g, r, rule) for g in given)})
         for start, end in reversed(spans):
             out = out[:start] + _MASK + out[end:]
     return text if out == folded else out
@@ -323,7 +364,7 @@ def _echoes(arguments_json: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         if isinstance(v, str):
             phrases.add(_phrase(v))
             # every number a string states, free text included ("about 42" echoes 42)
-            numbers.update(str(r.value) for r in _readings_of(v))
+            numbers.update(_body(r.literal) for r in _readings_of(v) if not r.percent)
         elif isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
             numbers.add(repr(v))
     phrases.discard("")
@@ -383,7 +424,9 @@ def _as_number(value: Any) -> tuple[sympy.Rational, sympy.Rational, bool] | None
     return None
 
 
-def _same_number(a: tuple[sympy.Rational, sympy.Rational, bool], b: tuple[sympy.Rational, sympy.Rational, bool]) -> bool:
+def _same_number(
+    a: tuple[sympy.Rational, sympy.Rational, bool], b: tuple[sympy.Rational, sympy.Rational, bool]
+) -> bool:
     (va, ha, ia), (vb, hb, ib) = a, b
     if ia and ib:
         return va == vb
