@@ -42,9 +42,8 @@ import math
 import re
 import unicodedata
 from collections.abc import Iterator
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 
@@ -62,12 +61,25 @@ _NUMBER = re.compile(
 )
 # A calendar date is not a source of numbers ("2004" is not in "2004-05-06"); dates are matched
 # as dates (`_dates_in`).
-_DATE = re.compile(
-    r"(?<!\d)(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?!\d)"
-    r"|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}(?!\d)"
+_NUMERIC_DATE = re.compile(r"(?<!\d)(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?!\d)")
+_NAMED_DATE = re.compile(
+    r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}(?!\d)"
     r"|(?<!\d)\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s+\d{4}(?!\d)",
     re.IGNORECASE,
 )
+_MONTH_HINT = re.compile(
+    r"(?i)(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s+\d|\d\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+)
+
+
+def _date_spans(text: str) -> list[re.Match[str]]:
+    """The calendar dates of a text (the named-month search only where a month may be named)."""
+    found = list(_NUMERIC_DATE.finditer(text))
+    if _MONTH_HINT.search(text):
+        found += _NAMED_DATE.finditer(text)
+    return found
+
+
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _ISO_DATE = re.compile(r"\s*(\d{4})-(\d{2})-(\d{2})\s*")
 _NON_ALNUM = re.compile(r"[\W_]+", re.UNICODE)
@@ -75,17 +87,16 @@ _MAX_UNIT_WORDS = 3
 # Stated precision: "94.7" states 94.67 rounded to one decimal. A number agrees with a value
 # it rounds (half a unit of its last decimal) when that half unit is at most this share of it.
 _ROUNDING_SHARE = sympy.Rational(1, 100)
+_ROUNDING_SHARE_FLOAT = 0.01
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """One value a number literal of a text stands for, and how precisely the text stated it.
     Exact values are made only when a float comparison cannot decide (`value`, `half_unit`)."""
 
     literal: str  # thousands separators, "× 10^n" and all, as the text states it
     percent: bool  # read as a fraction of the stated percentage
     approx: float
-    half_approx: float
     start: int
     end: int
 
@@ -113,8 +124,11 @@ def _rational(literal: str) -> sympy.Rational:
     return sympy.Rational(literal)
 
 
+_PLAIN = re.compile(r"[-+]?[\d.]+(?:[eE][-+]?\d+)?")
+
+
 def _body(literal: str) -> str:
-    if "," not in literal and not any(c in literal for c in "x×*·"):
+    if _PLAIN.fullmatch(literal):
         return literal
     return re.sub(r"\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*", "e", literal.replace(",", ""))
 
@@ -140,13 +154,11 @@ def _literal_value(literal: str) -> tuple[sympy.Rational, sympy.Rational]:
 
 
 def _reading(literal: str, percent: bool, start: int, end: int) -> Reading:
-    body = _body(literal)
-    approx, decimals = float(body), _decimals(body)
-    half = 0.5 * 10.0**-decimals if decimals else 0.0
-    if half > float(_ROUNDING_SHARE) * abs(approx) * (1 + 1e-9):
-        half = 0.0
-    scale = 0.01 if percent else 1.0
-    return Reading(literal, percent, approx * scale, half * scale, start, end)
+    try:
+        approx = float(literal)  # the common case: a plain literal
+    except ValueError:
+        approx = float(_body(literal))
+    return Reading(literal, percent, approx * 0.01 if percent else approx, start, end)
 
 
 @lru_cache(maxsize=8192)
@@ -154,16 +166,18 @@ def _readings_of(text: str) -> tuple[Reading, ...]:
     """Every value the text's numbers stand for: numbers inside dates are not read; thousands
     separators are read as such ("1,234" is 1234), and also as list commas inside a bracketed
     list ("[1,234]"); a percentage is read as stated and as a fraction ("25%" is 25 and 0.25)."""
-    dates = [m.span() for m in _DATE.finditer(text)] if "-" in text or "/" in text or " " in text else []
+    # ISO and slash dates only: a named month ("July 20, 1976") leaves its numbers readable
+    dates = [m.span() for m in _NUMERIC_DATE.finditer(text)] if "-" in text or "/" in text else []
     out: list[Reading] = []
     for m in _NUMBER.finditer(text):
         if dates and any(a <= m.start() < b for a, b in dates):
             continue
-        literal = m.group(0).rstrip("% ").strip()
+        literal = m.group(0)
         a, b = m.span()
-        out.append(_reading(literal, False, a, b))
-        if m.group("pct") or m.group("pct2"):
+        if m.lastindex is not None:  # a percentage: only the named groups `pct` and `pct2` capture
+            literal = literal.rstrip("% ").strip()
             out.append(_reading(literal, True, a, b))
+        out.append(_reading(literal, False, a, b))
         if "," in literal and (text[a - 1 : a] == "[" or text[b : b + 1] == "]"):
             out.extend(_reading(part, False, a, b) for part in literal.split(",") if part.strip("+-"))
     return tuple(out)
@@ -171,7 +185,7 @@ def _readings_of(text: str) -> tuple[Reading, ...]:
 
 def answer_number(answer: str) -> sympy.Rational | None:
     """The answer's number when the answer is numeric (one number, at most a few unit words)."""
-    if _DATE.search(answer):
+    if _date_spans(answer):
         return None
     found = list(_NUMBER.finditer(answer))
     if len(found) != 1:
@@ -196,7 +210,7 @@ def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[R
     a = float(number)
     tol = max(rule.abs_tol, rule.rel_tol * abs(a))
     for r in _readings_of(text):
-        slack = max(tol, r.half_approx) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
+        slack = max(tol, _ROUNDING_SHARE_FLOAT * abs(r.approx)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
         if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
             continue
         if _close(number, r.value, rule, r.half_unit):
@@ -206,7 +220,8 @@ def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[R
 def _near(given: tuple[sympy.Rational, float], r: Reading, rule: AnswerRule) -> bool:
     """`r` agrees with a given number (floats first, exactly near the boundary)."""
     exact, a = given
-    slack = max(rule.abs_tol, rule.rel_tol * abs(a), r.half_approx) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
+    slack = max(rule.abs_tol, rule.rel_tol * abs(a), _ROUNDING_SHARE_FLOAT * abs(r.approx)) * (1 + 1e-9)
+    slack += 1e-12 * max(1.0, abs(a))
     if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
         return False
     return _close(exact, r.value, rule, r.half_unit)
@@ -231,7 +246,7 @@ def _dates_in(text: str) -> frozenset[dt.date]:
     """The calendar dates a text states, in ISO, month-name or slash form ("7/20/1976" and
     "20/7/1976" both read as 20 July 1976)."""
     out: set[dt.date] = set()
-    for m in _DATE.finditer(text):
+    for m in _date_spans(text):
         nums = [int(n) for n in re.findall(r"\d+", m.group(0))]
         month = next((i + 1 for i, name in enumerate(_MONTHS) if name in m.group(0).casefold()), None)
         if month is not None:
@@ -418,7 +433,7 @@ def _as_number(value: Any) -> tuple[sympy.Rational, sympy.Rational, bool] | None
         return sympy.Integer(value), sympy.Integer(0), True
     if isinstance(value, float):
         return (*_literal_value(repr(value)), False) if math.isfinite(value) else None
-    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) and not _DATE.search(value):
+    if isinstance(value, str) and _NUMBER.fullmatch(value.strip()) and not _date_spans(value):
         literal = value.strip().rstrip("% ").strip()
         return (*_literal_value(literal), not re.search(r"[.eE]", literal))
     return None
