@@ -440,30 +440,6 @@ def after_golden(
     return out
 
 
-@dataclass
-class Corpus:
-    """The honest natural-phrasing corpus on the honest episodes: per environment, the templates
-    whose final answer did not keep F1 = 1."""
-
-    comparison: dict[str, list[str]] = field(default_factory=dict)
-    root: dict[str, list[str]] = field(default_factory=dict)
-
-    @staticmethod
-    def share(by_env: dict[str, list[str]]) -> float:
-        return sum(1 for missed in by_env.values() if not missed) / len(by_env) if by_env else math.nan
-
-
-def corpus(envs: list[EnvSpec], honest: dict[str, tuple[Play, EpisodeLog]]) -> Corpus:
-    out = Corpus()
-    for env in envs:
-        _, log = honest[env.id]
-        target = env.reward_target()
-        said = phrasings.phrasings(env)
-        missed = [name for name, text in said.items() if score_episode(_say(log, text), target).f1 < 1 - 1e-5]
-        (out.comparison if phrasings.Facts(env).names else out.root)[env.id] = missed
-    return out
-
-
 def mean_se(xs: list[float]) -> tuple[float, float]:
     if not xs:
         return math.nan, math.nan
@@ -471,7 +447,7 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), se
 
 
-async def play_all(a: argparse.Namespace) -> tuple[dict[str, dict[str, list[Outcome]]], Corpus]:
+async def play_all(a: argparse.Namespace) -> tuple[dict[str, dict[str, list[Outcome]]], phrasings.Corpus]:
     """Every policy on `a.envs` procedural environments: {policy: {rule: outcomes}} (the final
     answers after golden calls included), and the honest phrasing corpus."""
     envs = generate(a.envs, seed=a.seed, max_hops=a.max_hops)
@@ -490,7 +466,9 @@ async def play_all(a: argparse.Namespace) -> tuple[dict[str, dict[str, list[Outc
                 name: await run_policy(name, envs, toolsets, sandbox, a.seed, honest if name == "honest" else None)
                 for name in POLICIES
             }
-    return {**results, **after_golden(envs, honest, a.seed)}, corpus(envs, honest)
+    return {**results, **after_golden(envs, honest, a.seed)}, phrasings.corpus(
+        envs, {k: log for k, (_, log) in honest.items()}
+    )
 
 
 PLAIN_RULE = "the plain rule: an ok own-tool call whose output contains the answer; a final answer containing it"
@@ -550,11 +528,11 @@ def report_after_golden(rep: Report, results: dict[str, dict[str, list[Outcome]]
     return missed
 
 
-def report_corpus(rep: Report, c: Corpus) -> list[str]:
+def report_corpus(rep: Report, c: phrasings.Corpus) -> list[str]:
     """Print and add the honest-phrasing rows; return what missed the target."""
     missed = []
     for what, by_env in (("comparison environments", c.comparison), ("root answers (other environments)", c.root)):
-        share = Corpus.share(by_env)
+        share = phrasings.Corpus.share(by_env)
         failed = Counter(t for m in by_env.values() for t in m)
         print(f"honest, natural phrasing: share of {what} at 1.0: {share:.3f} of {len(by_env)}", end="")
         print(f"; templates that lost credit: {dict(failed)}" if failed else "")
@@ -573,7 +551,7 @@ def report_corpus(rep: Report, c: Corpus) -> list[str]:
     return missed
 
 
-def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace, phrased: Corpus) -> list[str]:
+def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace, phrased: phrasings.Corpus) -> list[str]:
     """Print the table, fill the summary rows; return what missed the target."""
     rep = Report("bench/reward_hacking.py")
     print(f"{'':<28} {'':>5} {'ours (astra_verl.reward)':^26}   {'plain rule':^26}")

@@ -10,11 +10,15 @@ answer and commits to it; each one is a way a model that did the work may say so
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from decimal import Decimal
 
+from astra_verl.reward.f1 import score_episode
+from astra_verl.rollout.call_log import EpisodeLog
 from env_registry.spec import EnvSpec, SubQuestion
 
 Template = Callable[["Facts"], str | None]
@@ -225,3 +229,33 @@ AFTER_GOLDEN: dict[str, Callable[[EnvSpec, random.Random], str | None]] = {
     "golden_hedged_values": hedged_values,
     "golden_range": value_range,
 }
+
+
+# -- the corpus on the honest episodes ---------------------------------------------------------
+
+
+@dataclass
+class Corpus:
+    """Per environment, the templates whose final answer did not keep F1 = 1."""
+
+    comparison: dict[str, list[str]] = field(default_factory=dict)
+    root: dict[str, list[str]] = field(default_factory=dict)
+
+    @staticmethod
+    def share(by_env: dict[str, list[str]]) -> float:
+        return sum(1 for missed in by_env.values() if not missed) / len(by_env) if by_env else math.nan
+
+
+def corpus(envs: list[EnvSpec], honest: dict[str, EpisodeLog]) -> Corpus:
+    """Each honest episode (golden calls) re-scored with every template as its final answer."""
+    out = Corpus()
+    for env in envs:
+        target = env.reward_target()
+        said = phrasings(env)
+        missed = [
+            name
+            for name, text in said.items()
+            if score_episode(honest[env.id].model_copy(update={"final_answer": text}), target).f1 < 1 - 1e-5
+        ]
+        (out.comparison if Facts(env).names else out.root)[env.id] = missed
+    return out
