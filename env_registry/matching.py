@@ -36,12 +36,13 @@ parameters at the tool's defaults).
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -62,6 +63,7 @@ _NUMBER = re.compile(
 # A calendar date is not a source of numbers ("2004" is not in "2004-05-06"); dates are matched
 # as dates (`_dates_in`).
 _NUMERIC_DATE = re.compile(r"(?<!\d)(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?!\d)")
+_DATE_HINT = re.compile(r"\d[-/]\d")
 _NAMED_DATE = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}(?!\d)"
     r"|(?<!\d)\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s+\d{4}(?!\d)",
@@ -167,7 +169,7 @@ def _readings_of(text: str) -> tuple[Reading, ...]:
     separators are read as such ("1,234" is 1234), and also as list commas inside a bracketed
     list ("[1,234]"); a percentage is read as stated and as a fraction ("25%" is 25 and 0.25)."""
     # ISO and slash dates only: a named month ("July 20, 1976") leaves its numbers readable
-    dates = [m.span() for m in _NUMERIC_DATE.finditer(text)] if "-" in text or "/" in text else []
+    dates = [m.span() for m in _NUMERIC_DATE.finditer(text)] if _DATE_HINT.search(text) else []
     out: list[Reading] = []
     for m in _NUMBER.finditer(text):
         if dates and any(a <= m.start() < b for a, b in dates):
@@ -203,13 +205,25 @@ def _close(a: sympy.Rational, b: sympy.Rational, rule: AnswerRule, half_unit: sy
     return abs(a - b) <= tol
 
 
+@lru_cache(maxsize=8192)
+def _by_value(text: str) -> tuple[list[float], list[Reading], list[Reading]]:
+    """The text's finite readings sorted by value (values, readings), and the others."""
+    finite = sorted((r for r in _readings_of(text) if math.isfinite(r.approx)), key=lambda r: r.approx)
+    return [r.approx for r in finite], finite, [r for r in _readings_of(text) if not math.isfinite(r.approx)]
+
+
 def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[Reading]:
     """The readings of `text` that agree with `number` under `rule`."""
     # Floats reject the clear misses cheaply; only candidates near the tolerance boundary (or
     # values floats cannot hold) are decided exactly, so the result equals the exact test.
     a = float(number)
     tol = max(rule.abs_tol, rule.rel_tol * abs(a))
-    for r in _readings_of(text):
+    values, ordered, odd = _by_value(text)
+    candidates: Iterable[Reading] = _readings_of(text)
+    if math.isfinite(a):  # only readings within the widest slack can agree: a window of the sorted values
+        w = max(tol, 0.0102 * abs(a)) * (1 + 1e-6) + 1e-12 * max(1.0, abs(a))
+        candidates = [*ordered[bisect.bisect_left(values, a - w) : bisect.bisect_right(values, a + w)], *odd]
+    for r in candidates:
         slack = max(tol, _ROUNDING_SHARE_FLOAT * abs(r.approx)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
         if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
             continue
