@@ -7,18 +7,22 @@ validates is exactly an answer the reward recognises.
 Rules (see `AnswerRule`):
 - numeric: the answer holds exactly one number (units, currency signs and `%` around it are
   ignored); the text matches when any number in it is within
-  `max(abs_tol, rel_tol * |answer|)`. Numbers are compared exactly with sympy rationals, so
-  `0.1 + 0.2`-style float noise in a tool's output never decides a match. Thousands
-  separators (`1,234.5`) are read both ways (1234.5, and 1 / 234.5), as a JSON list `[1,234]`
-  would be.
+  `max(abs_tol, rel_tol * |answer|)`, or states the answer rounded to its decimals (at least
+  about three significant digits: "94.7" for 94.67). Numbers are compared exactly with sympy
+  rationals near the boundary, so `0.1 + 0.2`-style float noise never decides a match. Units
+  may be attached ("42km"); scientific notation ("1.2e6", "1.2 × 10^6") and percentages (also
+  read as a fraction: "8.4%" is 0.084) are read; thousands separators (`1,234.5`) are read as
+  such, and as list commas only inside brackets (`[1,234]`); numbers inside ISO and slash dates
+  are not read. Words and numbers are split at script changes (CJK, kana, hangul: every such
+  character is a word).
 - text: the normalised answer (case-folded, every run of non-alphanumerics one space) appears
   in the normalised text at word boundaries: "New York" matches `{"city": "new york"}` but
-  "York" does not match "Yorkshire".
+  "York" does not match "Yorkshire". A date answer also matches its month-name and slash forms.
 - auto (default): numeric when the answer holds exactly one number and at most three other
   words, text otherwise.
-- rivals: a text that also names one of the rule's rivals (the other candidates a question
-  offers) does not commit to the answer and does not match; a rival inside an occurrence of
-  the answer does not count ("New York City" with the rival "New York").
+- rivals: a text must commit to the answer among the rule's rivals (the other candidates a
+  question offers; `env_registry.commit`); a tool output that names a rival does not match; a
+  rival inside an occurrence of the answer does not count ("New York City" with "New York").
 Any alias matching is a match.
 
 `answer_in_output` is the same test on what a tool returned, not on what it was given: the
@@ -30,8 +34,9 @@ echoing it cannot produce the answer.
 
 `args_agree` says whether a call asked what a golden call asks: its arguments equal the golden
 call's on the tool's identifying parameters (`CallKey`), normalised as the matcher normalises
-(text case- and punctuation-insensitive, numbers by value, lists as multisets, omitted
-parameters at the tool's defaults).
+(text case- and punctuation-insensitive, numbers by the answers' tolerance policy: integers
+exactly, others within 1e-4 or rounded to the decimals one states; lists as multisets, omitted
+parameters at the tool's defaults). Numbers inside string arguments ("about 42") are echoes.
 """
 
 from __future__ import annotations
