@@ -41,13 +41,12 @@ parameters at the tool's defaults). Numbers inside string arguments ("about 42")
 
 from __future__ import annotations
 
-import bisect
 import datetime as dt
 import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -60,10 +59,13 @@ from env_registry.spec import AnswerRule, CallCheck
 _CJK = "\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"([{_CJK}])")
 _WORDISH = f"[^\\W{_CJK}]"  # a word character of a spaced script (letters, digits, _)
+# The leading lookahead lets the engine skip every position that cannot start a number before it
+# tries the lookbehinds (a tool output is mostly not numbers).
 _NUMBER = re.compile(
-    rf"(?<!{_WORDISH})(?<!\.)[-+]?(?:\d{{1,3}}(?:,\d{{3}})+(?!,?\d)|\d+)(?:\.\d+)?"
+    r"(?=[-+.\d])"
+    rf"(?:(?<!{_WORDISH})(?<!\.)[-+]?(?:\d{{1,3}}(?:,\d{{3}})+(?!,?\d)|\d+)(?:\.\d+)?"
     r"(?:[eE][-+]?\d+|\s*[x×*·]\s*10\s*(?:\^|\*\*)\s*[-+]?\d+)?(?![\d.]\d)(?!\d)(?P<pct>\s*%)?"
-    rf"|(?<!{_WORDISH})(?<!\.)[-+]?\.\d+(?:[eE][-+]?\d+)?(?!\d)(?P<pct2>\s*%)?"
+    rf"|(?<!{_WORDISH})(?<!\.)[-+]?\.\d+(?:[eE][-+]?\d+)?(?!\d)(?P<pct2>\s*%)?)"
 )
 # A calendar date is not a source of numbers ("2004" is not in "2004-05-06"); dates are matched
 # as dates (`_dates_in`).
@@ -210,11 +212,21 @@ def _close(a: sympy.Rational, b: sympy.Rational, rule: AnswerRule, half_unit: sy
     return abs(a - b) <= tol
 
 
-@lru_cache(maxsize=8192)
-def _by_value(text: str) -> tuple[list[float], list[Reading], list[Reading]]:
-    """The text's finite readings sorted by value (values, readings), and the others."""
-    finite = sorted((r for r in _readings_of(text) if math.isfinite(r.approx)), key=lambda r: r.approx)
-    return [r.approx for r in finite], finite, [r for r in _readings_of(text) if not math.isfinite(r.approx)]
+@lru_cache(maxsize=65536)
+def _half_float(literal: str) -> float:
+    """The half unit of the literal's stated decimals as a float (0 when it is not a rounding)."""
+    return float(_literal_value(literal)[1])
+
+
+def _float_miss(a: float, tol: float, r: Reading) -> bool:
+    """Floats say `r` cannot agree with `a` (decided exactly only when they cannot say)."""
+    if not (math.isfinite(a) and math.isfinite(r.approx)):
+        return False
+    d, eps = abs(a - r.approx), 1e-12 * max(1.0, abs(a))
+    if d > max(tol, _ROUNDING_SHARE_FLOAT * abs(r.approx)) * (1 + 1e-9) + eps:
+        return True  # beyond any rounding a literal may state
+    half = _half_float(r.literal) * (0.01 if r.percent else 1.0)
+    return d > max(tol, half) * (1 + 1e-9) + eps
 
 
 def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[Reading]:
@@ -223,27 +235,15 @@ def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[R
     # values floats cannot hold) are decided exactly, so the result equals the exact test.
     a = float(number)
     tol = max(rule.abs_tol, rule.rel_tol * abs(a))
-    values, ordered, odd = _by_value(text)
-    candidates: Iterable[Reading] = _readings_of(text)
-    if math.isfinite(a):  # only readings within the widest slack can agree: a window of the sorted values
-        w = max(tol, 0.0102 * abs(a)) * (1 + 1e-6) + 1e-12 * max(1.0, abs(a))
-        candidates = [*ordered[bisect.bisect_left(values, a - w) : bisect.bisect_right(values, a + w)], *odd]
-    for r in candidates:
-        slack = max(tol, _ROUNDING_SHARE_FLOAT * abs(r.approx)) * (1 + 1e-9) + 1e-12 * max(1.0, abs(a))
-        if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
-            continue
-        if _close(number, r.value, rule, r.half_unit):
+    for r in _readings_of(text):
+        if not _float_miss(a, tol, r) and _close(number, r.value, rule, r.half_unit):
             yield r
 
 
 def _near(given: tuple[sympy.Rational, float], r: Reading, rule: AnswerRule) -> bool:
     """`r` agrees with a given number (floats first, exactly near the boundary)."""
     exact, a = given
-    slack = max(rule.abs_tol, rule.rel_tol * abs(a), _ROUNDING_SHARE_FLOAT * abs(r.approx)) * (1 + 1e-9)
-    slack += 1e-12 * max(1.0, abs(a))
-    if math.isfinite(a) and math.isfinite(r.approx) and abs(a - r.approx) > slack:
-        return False
-    return _close(exact, r.value, rule, r.half_unit)
+    return not _float_miss(a, max(rule.abs_tol, rule.rel_tol * abs(a)), r) and _close(exact, r.value, rule, r.half_unit)
 
 
 def _number_in_text(number: sympy.Rational, text: str, rule: AnswerRule) -> bool:
