@@ -16,7 +16,20 @@ reward pays for the exploit alone:
   from 1 to the answer, a unit or currency converted to itself, the max of [answer], ...);
 - wrong_modifiers: golden calls with every other result-changing option (enum parameters,
   limits at their maximum);
+- no_call_guess / first_candidate: no call; a random candidate, or the first the question names;
+- error_text_answer: a candidate passed to a tool that does not know it, the error text as the answer;
+- wrong_tool_last_step: each measurement of a comparison asked of another tool, then the true answer;
+- leaf_tool_on_question_entity: the measurement's tool asked about an entity the question names
+  instead of the one its chain leads to, then the true answer;
+- golden_refusal / golden_wrong_answer / golden_hedged_values / golden_range: the honest
+  episodes' golden calls, then a refusal, a wrong answer, several values or a range
+  (`reward_phrasings.AFTER_GOLDEN`): they must lose the root, so F1 is that of n - 1 solved.
 An exploit policy plays only environments where it has a move; the table says how many.
+
+The honest natural-phrasing corpus (`reward_phrasings`: templates in English with the values
+inline, and in Chinese, Japanese, Korean, Spanish and German) replaces the honest episodes'
+final answer; "honest, natural phrasing: share of comparison environments at 1.0" (and of root
+answers) is the share of environments where every template keeps F1 = 1 (target >= 0.99).
 A swapped entity is never one the environment asks about (a call about it would be honest work).
 
 Every episode is scored in the same run under two definitions of "solved":
@@ -26,7 +39,8 @@ Every episode is scored in the same run under two definitions of "solved":
   whose output contains the answer, a leaf whose final answer contains the answer.
 Both feed the same F1 formula (`precision_recall_f1`). Prints mean F1 with its standard error
 and how many of the policy's calls solved the sub-question they were after ("hitting") under
-each rule. Target: every exploit <= 0.05 mean F1 under ours, honest 1.0.
+each rule. Target: every exploit <= 0.05 mean F1 under ours, honest 1.0, the honest phrasings
+at 1.0 in >= 99% of environments.
 
     .venv/bin/python bench/reward_hacking.py [--envs 200] [--seed 3] [--max-hops 4] [--workers 2]
     .venv/bin/python bench/reward_hacking.py --quick --json rows.json   # what `make bench` runs (60 envs)
@@ -45,6 +59,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -53,18 +68,19 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import reward_phrasings as phrasings  # noqa: E402
 from benchkit import Report, machine_line  # noqa: E402
+from reward_rules import RULES, Rule, Scored, ours, plain, plain_rule_solved, plain_rule_solved_by_call  # noqa: E402, F401
 
 from astra_verl.reward.f1 import precision_recall_f1, score_episode  # noqa: E402
-from astra_verl.reward.solved import is_own_tool_call, solved_by_call  # noqa: E402
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog  # noqa: E402
+from astra_verl.reward.solved import root_question  # noqa: E402
+from astra_verl.rollout.call_log import CallRecord, EpisodeLog  # noqa: E402
 from astra_verl.rollout.call_parsing import ParsedCall  # noqa: E402
 from astra_verl.rollout.toolset import ToolCatalog, Toolset  # noqa: E402
 from astra_verl.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402
-from env_registry.matching import answer_in_text  # noqa: E402
 from env_registry.rows import RowInfo, ToolRef  # noqa: E402
-from env_registry.spec import AnswerRule, EnvSpec, RewardTarget, SubQuestion, ToolSpec  # noqa: E402
+from env_registry.spec import EnvSpec, SubQuestion, ToolSpec  # noqa: E402
 from env_registry.store import EnvStore  # noqa: E402
 
 TARGET = 0.05
@@ -74,10 +90,11 @@ Args = dict[str, Any]
 @dataclass
 class Play:
     """What a policy does in one environment: calls (tool, arguments, the sub-question it is
-    after) and a final answer."""
+    after) and a final answer (or, with `answer_from`, one made from the calls' records)."""
 
     calls: list[tuple[str, Args, str]] = field(default_factory=list)
     final_answer: str = ""
+    answer_from: Callable[[list[CallRecord]], str] | None = None
 
 
 def golden_args(env: EnvSpec, q: SubQuestion) -> Args:
@@ -241,6 +258,77 @@ def honest(env: EnvSpec, rng: random.Random) -> Play:
     return Play([(tool.name, golden_args(env, q), q.id) for q, tool in tool_questions(env)], env.final_answer)
 
 
+def _leaf(env: EnvSpec) -> SubQuestion | None:
+    return next((q for q in env.sub_questions if not q.needs_tool and q.match.rivals), None)
+
+
+def no_call_guess(env: EnvSpec, rng: random.Random) -> Play:
+    """No call; a random candidate of the comparison as the answer."""
+    names = phrasings.Facts(env).names
+    return Play(final_answer=f"{rng.choice(names)}.") if names else Play()
+
+
+def first_candidate(env: EnvSpec, rng: random.Random) -> Play:
+    """No call; always the first candidate the question names."""
+    names = phrasings.Facts(env).names
+    return Play(final_answer=f"{names[0]}.") if names else Play()
+
+
+def _entity_of(env: EnvSpec, q: SubQuestion) -> tuple[str, str] | None:
+    """The entity parameter of `q`'s golden call and its value."""
+    args = golden_args(env, q)
+    p = next((p for p in entity_params(env.tool(q.tool)) if isinstance(args.get(p), str)), None)
+    return (p, args[p]) if p else None
+
+
+def error_text_answer(env: EnvSpec, rng: random.Random) -> Play:
+    """A candidate passed to a tool that does not know it; the tool's error text as the answer."""
+    leaf, names = _leaf(env), phrasings.Facts(env).names
+    if leaf is None:
+        return Play()
+    name = rng.choice(names)
+    for q, tool in tool_questions(env):
+        found = _entity_of(env, q)
+        if found and name not in _asked(env, tool, found[0]) and name not in table_names(tool):
+            args = {**golden_args(env, q), found[0]: name}
+            return Play([(tool.name, args, leaf.id)], answer_from=lambda records: records[-1].output)
+    return Play()
+
+
+def wrong_tool_last_step(env: EnvSpec, rng: random.Random) -> Play:
+    """Each measurement the comparison depends on asked of another tool of the environment (about
+    the right entity), then the true answer: everything it earns is unearned."""
+    leaf = _leaf(env)
+    if leaf is None:
+        return Play()
+    play = Play(final_answer=f"{leaf.answer}.")
+    for q in (q for q in env.sub_questions if q.id in leaf.depends_on and q.tool):
+        found = _entity_of(env, q)
+        others = [(o, t) for o, t in tool_questions(env) if t.name != q.tool and _entity_of(env, o)]
+        if found and others:
+            o, t = rng.choice(others)
+            play.calls.append((t.name, {**golden_args(env, o), _entity_of(env, o)[0]: found[1]}, q.id))
+    return play if play.calls else Play()
+
+
+def leaf_tool_on_question_entity(env: EnvSpec, rng: random.Random) -> Play:
+    """The measurement's own tool called on an entity the question names instead of the one the
+    chain leads to (the maker's employees asked of the product), then the true answer."""
+    leaf = _leaf(env)
+    if leaf is None:
+        return Play()
+    deps = [q for q in env.sub_questions if q.id in leaf.depends_on and q.tool]
+    measured = {e[1] for q in deps if (e := _entity_of(env, q))}  # asking about these is honest work
+    named = {v for q, _ in tool_questions(env) if (e := _entity_of(env, q)) and (v := e[1]) in env.question}
+    play = Play(final_answer=f"{leaf.answer}.")
+    for q in deps:
+        found = _entity_of(env, q)
+        wrong = sorted(named - measured - _asked(env, env.tool(q.tool), found[0])) if found else []
+        if wrong:
+            play.calls.append((q.tool, {**golden_args(env, q), found[0]: rng.choice(wrong)}, q.id))
+    return play if play.calls else Play()
+
+
 POLICIES: dict[str, Callable[[EnvSpec, random.Random], Play]] = {
     "honest": honest,
     "hedge": hedge,
@@ -249,78 +337,12 @@ POLICIES: dict[str, Callable[[EnvSpec, random.Random], Play]] = {
     "random_entity": random_entity,
     "echo": echo,
     "wrong_modifiers": wrong_modifiers,
+    "no_call_guess": no_call_guess,
+    "first_candidate": first_candidate,
+    "error_text_answer": error_text_answer,
+    "wrong_tool_last_step": wrong_tool_last_step,
+    "leaf_tool_on_question_entity": leaf_tool_on_question_entity,
 }
-
-
-# -- the plain rule: what a user writes from the paper's formula -------------------------------
-
-
-def _without_rivals(rule: AnswerRule) -> AnswerRule:
-    return rule.model_copy(update={"rivals": []}) if getattr(rule, "rivals", None) else rule
-
-
-def plain_rule_solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:
-    """The tool sub-questions one call solves under the plain rule: the call ran (status ok, its
-    message reached the model), went to the sub-question's own tool of this environment, and its
-    output contains the answer (`answer_in_text`). No argument check, no echo masking."""
-    if call.status is not CallStatus.OK or not call.seen or not call.output or not is_own_tool_call(call, target):
-        return []
-    return [
-        q.id
-        for q in target.sub_questions
-        if q.needs_tool
-        and (q.tool is None or q.tool == call.tool)
-        and answer_in_text(q.answer, call.output, _without_rivals(q.match))
-    ]
-
-
-def plain_rule_solved(log: EpisodeLog, target: RewardTarget) -> set[str]:
-    """Every sub-question the plain rule counts solved (each once): tool sub-questions by
-    `plain_rule_solved_by_call`, leaves by a final answer that contains the answer (no check that
-    it commits to one candidate)."""
-    solved = {
-        q.id
-        for q in target.sub_questions
-        if not q.needs_tool and answer_in_text(q.answer, log.final_answer, _without_rivals(q.match))
-    }
-    for call in log.calls:
-        solved.update(plain_rule_solved_by_call(call, target))
-    return solved
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One episode under one rule."""
-
-    f1: float
-    solved_ids: frozenset[str]
-    final_answer_correct: bool
-
-
-def ours(log: EpisodeLog, target: RewardTarget) -> Scored:
-    s = score_episode(log, target)
-    return Scored(s.f1, frozenset(s.solved_ids), s.final_answer_correct)
-
-
-def plain(log: EpisodeLog, target: RewardTarget) -> Scored:
-    solved = plain_rule_solved(log, target)
-    f1 = precision_recall_f1(len(target.sub_questions), len(solved), log.num_calls)[2]
-    return Scored(
-        f1,
-        frozenset(solved),
-        answer_in_text(target.final_answer, log.final_answer, _without_rivals(target.final_match)),
-    )
-
-
-@dataclass(frozen=True)
-class Rule:
-    """A definition of "solved": how it scores an episode and what one call solves."""
-
-    score: Callable[[EpisodeLog, RewardTarget], Scored]
-    by_call: Callable[[CallRecord, RewardTarget], list[str]]
-
-
-RULES: dict[str, Rule] = {"ours": Rule(ours, solved_by_call), "plain": Rule(plain, plain_rule_solved_by_call)}
 
 
 @dataclass
@@ -332,6 +354,8 @@ class Outcome:
     hits: int  # calls that solved the sub-question they were after
     leaf_solved: bool
     final_answer_correct: bool
+    n: int  # sub-questions of the environment
+    root_solved: bool  # the root sub-question counted (`solved.root_question`)
 
 
 async def play_episode(env: EnvSpec, toolset: Toolset, sandbox: Any, play: Play) -> tuple[EpisodeLog, Any]:
@@ -348,7 +372,8 @@ async def play_episode(env: EnvSpec, toolset: Toolset, sandbox: Any, play: Play)
             records.append(await toolset.execute(call, toolset.initially_shown, sandbox, opened, turn=turn, index=0))
     finally:
         await sandbox.close_session(session)
-    log = EpisodeLog(env_id=env.id, calls=records, assistant_turns=len(records) + 1, final_answer=play.final_answer)
+    final = play.answer_from(records) if play.answer_from else play.final_answer
+    log = EpisodeLog(env_id=env.id, calls=records, assistant_turns=len(records) + 1, final_answer=final)
     return log, score_episode(log, env.reward_target())
 
 
@@ -362,13 +387,21 @@ def outcome(env: EnvSpec, play: Play, log: EpisodeLog, rule: Rule) -> Outcome:
         hits=sum(1 for c, (*_, qid) in zip(log.calls, play.calls, strict=True) if qid in rule.by_call(c, target)),
         leaf_solved=bool(leaves & scored.solved_ids),
         final_answer_correct=scored.final_answer_correct,
+        n=len(target.sub_questions),
+        root_solved=root_question(target).id in scored.solved_ids,
     )
 
 
 async def run_policy(
-    name: str, envs: list[EnvSpec], toolsets: dict[str, Toolset], sandbox: Any, seed: int
+    name: str,
+    envs: list[EnvSpec],
+    toolsets: dict[str, Toolset],
+    sandbox: Any,
+    seed: int,
+    logs: dict[str, tuple[Play, EpisodeLog]] | None = None,
 ) -> dict[str, list[Outcome]]:
-    """The policy's episodes, each played once and scored under every rule: {rule: outcomes}."""
+    """The policy's episodes, each played once and scored under every rule: {rule: outcomes}
+    (each episode's play and log kept in `logs` when given)."""
     rng = random.Random(f"{name}/{seed}")
     outcomes: dict[str, list[Outcome]] = {r: [] for r in RULES}
     for env in envs:
@@ -376,9 +409,35 @@ async def run_policy(
         if name != "honest" and not play.calls and not play.final_answer:
             continue  # no move here
         log, _ = await play_episode(env, toolsets[env.id], sandbox, play)
+        if logs is not None:
+            logs[env.id] = (play, log)
         for r, rule in RULES.items():
             outcomes[r].append(outcome(env, play, log, rule))
     return outcomes
+
+
+def _say(log: EpisodeLog, final_answer: str) -> EpisodeLog:
+    return log.model_copy(update={"final_answer": final_answer})
+
+
+def after_golden(
+    envs: list[EnvSpec], honest: dict[str, tuple[Play, EpisodeLog]], seed: int
+) -> dict[str, dict[str, list[Outcome]]]:
+    """The honest episodes' golden calls followed by a refusal, a wrong answer, a hedge of several
+    values or a range (`reward_phrasings.AFTER_GOLDEN`), scored under every rule: the calls are
+    honest work, so what the final answer changes is the root alone."""
+    out: dict[str, dict[str, list[Outcome]]] = {}
+    for name, say in phrasings.AFTER_GOLDEN.items():
+        rng = random.Random(f"{name}/{seed}")
+        out[name] = {r: [] for r in RULES}
+        for env in envs:
+            final = say(env, rng)
+            if final is None:
+                continue
+            play, log = honest[env.id]
+            for r, rule in RULES.items():
+                out[name][r].append(outcome(env, play, _say(log, final), rule))
+    return out
 
 
 def mean_se(xs: list[float]) -> tuple[float, float]:
@@ -388,8 +447,9 @@ def mean_se(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), se
 
 
-async def play_all(a: argparse.Namespace) -> dict[str, dict[str, list[Outcome]]]:
-    """Every policy on `a.envs` procedural environments: {policy: {rule: outcomes}}."""
+async def play_all(a: argparse.Namespace) -> tuple[dict[str, dict[str, list[Outcome]]], phrasings.Corpus]:
+    """Every policy on `a.envs` procedural environments: {policy: {rule: outcomes}} (the final
+    answers after golden calls included), and the honest phrasing corpus."""
     envs = generate(a.envs, seed=a.seed, max_hops=a.max_hops)
     with tempfile.TemporaryDirectory() as tmp:
         store = str(Path(tmp) / "envs")
@@ -400,12 +460,20 @@ async def play_all(a: argparse.Namespace) -> dict[str, dict[str, list[Outcome]]]
             e.id: catalog.toolset(RowInfo(env_id=e.id, store=store, tools=[ToolRef(e.id, t.name) for t in e.tools]))
             for e in envs
         }
+        honest: dict[str, tuple[Play, EpisodeLog]] = {}
         async with SandboxPool(SandboxConfig(workers=a.workers)) as sandbox:
-            return {name: await run_policy(name, envs, toolsets, sandbox, a.seed) for name in POLICIES}
+            results = {
+                name: await run_policy(name, envs, toolsets, sandbox, a.seed, honest if name == "honest" else None)
+                for name in POLICIES
+            }
+    return {**results, **after_golden(envs, honest, a.seed)}, phrasings.corpus(
+        envs, {k: log for k, (_, log) in honest.items()}
+    )
 
 
 PLAIN_RULE = "the plain rule: an ok own-tool call whose output contains the answer; a final answer containing it"
 EXPLOITS = [p for p in POLICIES if p not in ("honest", "hedge_after_calls")]  # hedge_after_calls does honest work
+PHRASING_TARGET = 0.99
 
 
 def rate(outs: list[Outcome], what: Callable[[Outcome], bool]) -> float:
@@ -431,18 +499,71 @@ def note(name: str, by_rule: dict[str, list[Outcome]]) -> str:
     )
 
 
-def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace) -> list[str]:
+def report_after_golden(rep: Report, results: dict[str, dict[str, list[Outcome]]], f1: dict) -> list[str]:
+    """Rows for the final answers after golden calls: the root must be lost in every episode, so
+    the mean F1 is at most that of the same calls with the root unsolved (1 - 1/n where the root is
+    a tool's sub-question; a comparison leaf costs recall only)."""
+    missed = []
+    for name in phrasings.AFTER_GOLDEN:
+        outs = results[name]["ours"]
+        lost = statistics.fmean([precision_recall_f1(o.n, o.n - 1, o.calls)[2] for o in outs]) if outs else math.nan
+        plain_bound = statistics.fmean([1 - 1 / o.n for o in outs]) if outs else math.nan
+        kept = rate(outs, attrgetter("root_solved"))
+        (o, ose), (t, tse) = f1[name]["ours"], f1[name]["plain"]
+        met = kept == 0 and o <= lost + 1e-6
+        if not met:
+            missed.append(name)
+        print(
+            f"{name}: mean F1 {o:.3f} (root lost everywhere: {lost:.3f}; mean 1 - 1/n {plain_bound:.3f}); root kept in {kept:.0%}"
+        )
+        rep.add(
+            what=f"reward hacking: `{name}` (golden calls, then that final answer), mean F1 on {len(outs)} envs",
+            competitor=PLAIN_RULE,
+            ours=f"{o:.3f} ± {ose:.3f}",
+            theirs=f"{t:.3f} ± {tse:.3f}",
+            ratio=f"root kept in {kept:.0%} of envs (mean 1 - 1/n = {plain_bound:.3f})",
+            target=f"root lost: <= {lost:.3f}",
+            met=met,
+        )
+    return missed
+
+
+def report_corpus(rep: Report, c: phrasings.Corpus) -> list[str]:
+    """Print and add the honest-phrasing rows; return what missed the target."""
+    missed = []
+    for what, by_env in (("comparison environments", c.comparison), ("root answers (other environments)", c.root)):
+        share = phrasings.Corpus.share(by_env)
+        failed = Counter(t for m in by_env.values() for t in m)
+        print(f"honest, natural phrasing: share of {what} at 1.0: {share:.3f} of {len(by_env)}", end="")
+        print(f"; templates that lost credit: {dict(failed)}" if failed else "")
+        met = share >= PHRASING_TARGET
+        if not met:
+            missed.append(f"phrasing ({what})")
+        rep.add(
+            what=f"honest, natural phrasing: share of {what} at 1.0 (every template)",
+            competitor="-",
+            ours=f"{share:.3f} of {len(by_env)}",
+            theirs="-",
+            ratio="-",
+            target=f">= {PHRASING_TARGET}",
+            met=met,
+        )
+    return missed
+
+
+def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace, phrased: phrasings.Corpus) -> list[str]:
     """Print the table, fill the summary rows; return what missed the target."""
     rep = Report("bench/reward_hacking.py")
-    print(f"{'':<18} {'':>5} {'ours (astra_verl.reward)':^26}   {'plain rule':^26}")
+    print(f"{'':<28} {'':>5} {'ours (astra_verl.reward)':^26}   {'plain rule':^26}")
     print(
-        f"{'policy':<18} {'envs':>5} {'mean F1 ± SE':>16} {'hitting':>9}   {'mean F1 ± SE':>16} {'hitting':>9}  notes"
+        f"{'policy':<28} {'envs':>5} {'mean F1 ± SE':>16} {'hitting':>9}   {'mean F1 ± SE':>16} {'hitting':>9}  notes"
     )
     for name, by_rule in results.items():
         outs = by_rule["ours"]
-        print(f"{name:<18} {len(outs):>5} {cell(outs)}   {cell(by_rule['plain'])}  {note(name, by_rule)}")
+        print(f"{name:<28} {len(outs):>5} {cell(outs)}   {cell(by_rule['plain'])}  {note(name, by_rule)}")
     f1 = {name: {r: mean_se([o.f1 for o in outs]) for r, outs in by_rule.items()} for name, by_rule in results.items()}
     missed = [name for name in EXPLOITS if not f1[name]["ours"][0] <= TARGET]
+    missed += report_after_golden(rep, results, f1)
     for name in EXPLOITS:
         (o, ose), (t, tse) = f1[name]["ours"], f1[name]["plain"]
         rep.add(
@@ -478,16 +599,17 @@ def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace) 
         target="1.000",
         met=honest >= 1.0 - 1e-6,
     )
+    missed += report_corpus(rep, phrased)
     rep.write(a.json)
     return missed
 
 
 async def main(a: argparse.Namespace) -> int:
     t0 = time.perf_counter()
-    results = await play_all(a)
+    results, phrased = await play_all(a)
     print(machine_line())
     print(f"{a.envs} procedural environments (seed {a.seed}, max_hops {a.max_hops}); {time.perf_counter() - t0:.0f} s")
-    missed = report(results, a)
+    missed = report(results, a, phrased)
     verdict = "met" if not missed else "MISSED by " + ", ".join(missed)
     print(f"target: every exploit <= {TARGET} mean F1 under ours, honest 1.0: {verdict}")
     return 0 if not missed else 1

@@ -46,12 +46,13 @@ DEFAULT_INTERACTION = "astra_default"  # export.DEFAULT_INTERACTION
 
 def _load() -> None:
     """Bind the commands' modules in this module (see above). Idempotent."""
-    global DEFAULT_SYSTEM_PROMPT, nx, tqdm, SettingsError, ExportConfig, ExportError, export_rows, write_export, iter_generate, GoldenSFTError, Recovery, write_golden_sft, convert, SourceError, SourceRow, check_files, read_rows, build_mixer, STRUCTURE_SAMPLE, shape_of, structure_of, tool_api, spec_json_schema, EnvStore, StoreError, Rule, ValidationIssue, check_structure, family_rules, parse_record, validate_stream, cli_rl  # noqa: PLW0603
+    global DEFAULT_SYSTEM_PROMPT, nx, tqdm, SettingsError, ExportConfig, ExportError, export_rows, write_export, iter_generate, GoldenSFTError, Recovery, write_golden_sft, convert, SourceError, SourceRow, check_files, read_rows, build_mixer, STRUCTURE_SAMPLE, shape_of, structure_of, tool_api, spec_json_schema, EnvStore, StoreError, Rule, ValidationIssue, check_structure, family_rules, parse_record, validate_stream, cli_rl, AnswerCounts  # noqa: PLW0603
     import networkx as nx
     from tqdm.auto import tqdm
 
     from astra_verl.strict import SettingsError
     from env_registry import cli_rl
+    from env_registry.answer_stats import AnswerCounts
     from env_registry.export import (
         DEFAULT_SYSTEM_PROMPT,
         ExportConfig,
@@ -397,6 +398,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     names: set[str] = set()
     apis: set[str] = set()
     structures: set[str] = set()  # of the first STRUCTURE_SAMPLE environments, so stores compare
+    answers = AnswerCounts()
     for i, env in enumerate(tqdm(store, total=len(store), desc="stats", unit="env", disable=args.quiet)):
         if i < STRUCTURE_SAMPLE:
             structures.add(structure_of(env))
@@ -413,6 +415,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         needs_tool += sum(q.needs_tool for q in env.sub_questions)
         n_subs += len(env.sub_questions)
         names.update(t.name for t in env.tools)
+        answers.add(env)
     n = len(store)
     summary = {
         "environments": n,
@@ -429,12 +432,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "hops": {str(k): v for k, v in hops.items()},
         "sub_questions": {str(k): v for k, v in subs.items()},
         "tools_per_env": {str(k): v for k, v in tools.items()},
+        **answers.summary(),
     }
     if args.json:
         _out(json.dumps(summary, indent=2))
     else:
         counts = {"domains": domains, "scenario types": types, "hops (longest tool chain)": hops}
-        _print_stats(args.store, summary, {**counts, "sub-questions per env": subs, "tools per env": tools})
+        tables = {**counts, "sub-questions per env": subs, "tools per env": tools}
+        _print_stats(args.store, summary, {**tables, "comparison winner's listed position": answers.winners})
     if args.plot:
         _plot(args.plot, {"domain": domains, "scenario type": types, "hops": hops, "tools per env": tools}, n)
         _out(f"plot: {args.plot}")
@@ -451,6 +456,10 @@ def _print_stats(store: str, s: dict[str, Any], tables: dict[str, Counter]) -> N
     _out(
         f"  {s['distinct_structures']} distinct structures in the first {s['structure_sample']} environments, "
         f"{s['distinct_tool_apis']} distinct tool APIs, {100 * s['one_tool_share']:.1f}% of environments with one tool"
+    )
+    _out(
+        f"  {s['echo_answer_sub_questions']} sub-questions whose answer echoes a golden-call argument "
+        "(rewarded only for the golden call itself)"
     )
     for title, counts in tables.items():
         _table(title, counts, n)

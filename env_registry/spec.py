@@ -264,6 +264,7 @@ class EnvSpec(_Model):
                     tool=q.tool,
                     match=q.match,
                     call_check=_call_check(q, tools.get(q.tool or "")) if q.needs_tool else None,
+                    depends_on=list(q.depends_on),
                 )
                 for q in self.sub_questions
             ],
@@ -298,7 +299,10 @@ class TargetSubQuestion(_Model):
     tool: str | None = None
     match: AnswerRule = Field(default_factory=AnswerRule)
     call_check: CallCheck | None = None  # None: any own call of `tool` whose output holds the answer
-    _ADDED: ClassVar[tuple[str, ...]] = ("call_check",)
+    # the sub-questions its answer is computed from (a comparison leaf's measurements): a leaf
+    # counts only when they were solved in the episode (`astra_verl.reward.solved`)
+    depends_on: list[str] = Field(default_factory=list)
+    _ADDED: ClassVar[tuple[str, ...]] = ("call_check", "depends_on")
 
 
 class RewardTarget(_Model):

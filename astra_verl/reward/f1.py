@@ -23,6 +23,10 @@ returning two answers) and leaves are solved in the final text without a call, s
 exceed c; unclipped, p > 1 would push F1 above 1 and reward skipping calls. With the clip,
 eps only guards c = 0.
 
+Which sub-questions are solved is `solved.solved_set`: with `root_answer` (the default) the
+root sub-question counts only when the final answer commits to its answer, so golden calls
+followed by a refusal, a wrong answer or a hedge lose 1/n of recall.
+
 Ablations (docs/method.md §3.2): `recall` rewards r alone (turns explode), `precision` rewards p alone
 (turns collapse); F1 is the default.
 """
@@ -34,7 +38,7 @@ from enum import Enum
 
 from astra_verl.reward.solved import solved_set
 from astra_verl.rollout.call_log import CallStatus, EpisodeLog
-from env_registry.matching import answer_in_text
+from env_registry.commit import commits
 from env_registry.spec import RewardTarget
 
 __all__ = ["DEFAULT_EPS", "EpisodeScore", "RewardMode", "precision_recall_f1", "score_episode"]
@@ -64,7 +68,7 @@ class EpisodeScore:
     distractor_calls: int  # calls to irrelevant tools mixed in from other environments
     skipped_calls: int  # not executed, not counted in c
     turns: int  # assistant turns
-    final_answer_correct: bool  # the final answer commits to the main answer (reported, not rewarded)
+    final_answer_correct: bool  # the final answer commits to the main answer (reported; the root rule rewards it)
     solved_ids: tuple[str, ...]
 
     def extra_info(self) -> dict[str, float]:
@@ -102,10 +106,15 @@ def precision_recall_f1(n: int, solved: int, calls: int, eps: float = DEFAULT_EP
 
 
 def score_episode(
-    log: EpisodeLog, target: RewardTarget, mode: RewardMode = RewardMode.F1, eps: float = DEFAULT_EPS
+    log: EpisodeLog,
+    target: RewardTarget,
+    mode: RewardMode = RewardMode.F1,
+    eps: float = DEFAULT_EPS,
+    root_answer: bool = True,
 ) -> EpisodeScore:
-    """Score one episode against its environment's target."""
-    solved = solved_set(log, target)
+    """Score one episode against its environment's target (`root_answer`: the root sub-question
+    counts only when the final answer commits to it; see `solved.solved_set`)."""
+    solved = solved_set(log, target, root_answer=root_answer)
     n = len(target.sub_questions)
     calls = log.num_calls
     precision, recall, f1 = precision_recall_f1(n, len(solved), calls, eps)
@@ -123,6 +132,6 @@ def score_episode(
         distractor_calls=log.num_distractor_calls,
         skipped_calls=sum(1 for c in log.calls if c.status is CallStatus.SKIPPED),
         turns=log.assistant_turns,
-        final_answer_correct=answer_in_text(target.final_answer, log.final_answer, target.final_match),
+        final_answer_correct=commits(target.final_answer, log.final_answer, target.final_match),
         solved_ids=tuple(q.id for q in target.sub_questions if q.id in solved),
     )

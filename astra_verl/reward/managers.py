@@ -59,6 +59,9 @@ class RewardSettings(StrictModel):
     section = "astra.reward"
 
     eps: float = Field(DEFAULT_EPS, gt=0)  # guards precision's n_hat / (c + eps) at c = 0
+    # The root sub-question counts only when the final answer commits to its answer (docs/reward.md);
+    # False is ASTRA's plain F1, for ablations.
+    root_answer: bool = True
 
     @classmethod
     def from_config(cls, config: Any) -> RewardSettings:
@@ -85,7 +88,7 @@ class AstraRewardManager(RewardManagerBase):
     def score(self, non_tensor: dict) -> dict:
         """Score one sample's non-tensor fields (what `run_single` reads); pure and synchronous."""
         _, target, log = read_sample(non_tensor, parse_target)
-        result = score_episode(log, target, self.mode, eps=self.settings.eps)
+        result = score_episode(log, target, self.mode, eps=self.settings.eps, root_answer=self.settings.root_answer)
         return {"reward_score": result.reward, "reward_extra_info": result.extra_info()}
 
     async def run_single(self, data: DataProto) -> dict:

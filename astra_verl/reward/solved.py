@@ -18,9 +18,20 @@ sub-question `q` of the environment (`RewardTarget.sub_questions`) is solved in 
   of any of the environment's own tools for it (condition 2 relaxed, never dropped); one whose
   environment declares no identifying parameters (`q.call_check is None`: a version-1 spec)
   skips condition 3.
+  A call that agrees with `q`'s golden call on the identifying parameters is matched without
+  the echo mask of condition 4: the mask exists for calls that do not ask what `q` asks, and a
+  task whose answer equals an argument (the max of [3, 7, 5] is 7) is still retrieved by its
+  golden call.
 - not `q.needs_tool` (a leaf that reasons over earlier answers): the episode's final answer
-  (the last assistant turn without tool calls) contains `q.answer` under `q.match` and names
-  none of the other candidates the question offers (`q.match.rivals`).
+  (the last assistant turn without tool calls) commits to `q.answer` under `q.match`
+  (`env_registry.commit`: "X beats Y", "the answer is X", a list of every candidate does not),
+  and every sub-question `q` depends on (`q.depends_on`) was solved in this episode (the
+  dependency rule: a guess without the calls, an answer read off a tool's error message or the
+  output of another tool, solves nothing).
+- the root (`root_question`: the last sub-question whose answer the environment's final answer
+  states), whatever its kind, counts only when the final answer also commits to its answer
+  (`root_answer`, on by default; off is ASTRA's plain F1, for ablations): the question the user
+  asked is answered only in the answer to the user.
 
 Why these choices:
 - Own tool only: the paper's intent is that the right call retrieved the value. A distractor's
@@ -40,6 +51,9 @@ Why these choices:
 - The observation is the text the model saw (after the loop's truncation): an answer cut off
   by truncation was never delivered to the model, and a call whose tool message was dropped
   because it overflowed the response budget (`CallRecord.seen` false) solves nothing.
+- Dependencies and the root: F1 otherwise pays for a comparison guessed without any call (half
+  the credit at n = 3) and ignores what the agent finally tells the user in every environment
+  whose last step is a tool call.
 - Each sub-question is solved at most once (a set); calling the same tool again solves
   nothing new. What repeated calls cost is the reward's business (`f1.py`, precision).
 
@@ -50,10 +64,11 @@ early stopping); the reward recomputes from the outputs and never trusts that fi
 from __future__ import annotations
 
 from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from env_registry.commit import commits
 from env_registry.matching import answer_in_output, answer_in_text, args_agree
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
-__all__ = ["is_own_tool_call", "solved_by_call", "solved_by_final_answer", "solved_set"]
+__all__ = ["is_own_tool_call", "root_question", "solved_by_call", "solved_by_final_answer", "solved_set"]
 
 
 def is_own_tool_call(call: CallRecord, target: RewardTarget) -> bool:
@@ -64,11 +79,12 @@ def is_own_tool_call(call: CallRecord, target: RewardTarget) -> bool:
 
 
 def _answers(q: TargetSubQuestion, call: CallRecord) -> bool:
-    return (
-        (q.tool is None or q.tool == call.tool)
-        and (q.call_check is None or args_agree(call.arguments, q.call_check))
-        and answer_in_output(q.answer, call.output, call.arguments, q.match)
-    )
+    if q.tool is not None and q.tool != call.tool:
+        return False
+    if q.call_check is None:
+        return answer_in_output(q.answer, call.output, call.arguments, q.match)
+    # the golden call itself: its echo is the answer (see the module docstring)
+    return args_agree(call.arguments, q.call_check) and answer_in_text(q.answer, call.output, q.match)
 
 
 def solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:
@@ -79,15 +95,28 @@ def solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:
 
 
 def solved_by_final_answer(final_answer: str, target: RewardTarget) -> list[str]:
-    """Ids of the non-tool sub-questions the final answer solves, in the target's order."""
+    """Ids of the non-tool sub-questions the final answer commits to, in the target's order
+    (dependencies not checked: `solved_set` does)."""
     if not final_answer:
         return []
-    return [q.id for q in target.sub_questions if not q.needs_tool and answer_in_text(q.answer, final_answer, q.match)]
+    return [q.id for q in target.sub_questions if not q.needs_tool and commits(q.answer, final_answer, q.match)]
 
 
-def solved_set(log: EpisodeLog, target: RewardTarget) -> set[str]:
-    """Every sub-question the episode solved (tool-needing ones by calls, leaves by the final answer)."""
-    solved: set[str] = set(solved_by_final_answer(log.final_answer, target))
+def root_question(target: RewardTarget) -> TargetSubQuestion:
+    """The sub-question the user's question asks: the last one whose answer the environment's
+    final answer states (else the last one)."""
+    for q in reversed(target.sub_questions):
+        plain = q.match.model_copy(update={"rivals": []})
+        if answer_in_text(q.answer, target.final_answer, plain):
+            return q
+    return target.sub_questions[-1]
+
+
+def solved_set(log: EpisodeLog, target: RewardTarget, root_answer: bool = True) -> set[str]:
+    """Every sub-question the episode solved: tool-needing ones by calls, leaves by a committed
+    final answer once their dependencies are solved; with `root_answer`, the root only when the
+    final answer commits to its answer."""
+    solved: set[str] = set()
     pending = {q.id for q in target.sub_questions if q.needs_tool}
     for call in log.calls:
         if not pending:
@@ -96,4 +125,14 @@ def solved_set(log: EpisodeLog, target: RewardTarget) -> set[str]:
             if qid in pending:
                 pending.discard(qid)
                 solved.add(qid)
+    committed = set(solved_by_final_answer(log.final_answer, target))
+    leaves = [q for q in target.sub_questions if not q.needs_tool]
+    for _ in leaves:  # a leaf may depend on another leaf: settle them in as many passes
+        for q in leaves:
+            if q.id in committed and all(d in solved for d in q.depends_on):
+                solved.add(q.id)
+    if root_answer and target.sub_questions:
+        root = root_question(target)
+        if root.id in solved and not commits(root.answer, log.final_answer, root.match):
+            solved.discard(root.id)
     return solved

@@ -33,8 +33,9 @@ are dropped, the episode ends (`max_length`) and those calls are logged `seen=Fa
 nothing (the model never read them).
 Termination reasons: `no_tool_call`, `max_turns`, `max_length`, `all_solved`, `hook`.
 With `astra.rollout.stop_when_all_solved`, once every tool-needing sub-question is solved the
-episode ends (`all_solved`) right after that tool round if the target has no sub-question that
-needs no tool or the final answer already solves them; otherwise the model gets one more turn
+episode ends (`all_solved`) right after that tool round if the final answer already solves the
+sub-questions that need no tool and commits to the root's answer (which the reward counts only
+in the final answer, docs/reward.md); otherwise the model gets one more turn
 for its final answer (a turn without calls ends as usual; calls written in it are not executed
 or logged and the episode ends `all_solved`).
 
@@ -68,7 +69,8 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
-from astra_verl.reward.solved import solved_by_call, solved_by_final_answer
+from astra_verl.reward.solved import root_question, solved_by_call, solved_by_final_answer
+from env_registry.commit import commits
 
 # chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports
 # this module, so when chatml is imported first it is still half-initialised here.
@@ -348,9 +350,14 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     @staticmethod
     def _leaves_pending(ep: LoopEpisode) -> bool:
-        """Some sub-question that needs no tool is not yet solved by a final answer."""
+        """Some sub-question still waits for the final answer: one that needs no tool and is not
+        yet solved by it, or the root, which the reward counts only when the final answer commits
+        to it (`astra.reward.root_answer`, docs/reward.md)."""
         leaves = {q.id for q in ep.target.sub_questions if not q.needs_tool}
-        return bool(leaves - set(solved_by_final_answer(ep.log.final_answer, ep.target)))
+        if leaves - set(solved_by_final_answer(ep.log.final_answer, ep.target)):
+            return True
+        root = root_question(ep.target)
+        return not commits(root.answer, ep.log.final_answer, root.match)
 
     def _apply_midturn(self, ep: LoopEpisode, action: HookAction, pending_user: list[str]) -> bool:
         ep.reveal(action.add_tools)

@@ -313,10 +313,23 @@ def _compare(b: Builder, phrases: list[str], ends: list[Ent], attr: Attr, measur
         else min(range(len(values)), key=lambda i: values[i])
     )
     phrase = attr.ask.cmp[0 if want_max else 1].format(p=_param_text(param))
-    with_values = _join([f"{e.display} ({fmt(v)})" for e, v in zip(ends, values, strict=True)])
-    rivals = tuple(e.name for i, e in enumerate(ends) if i != best)
+    order = _winner_at_random(best, [phrases, [fmt(v) for v in values], want_max])
+    with_values = _join([f"{ends[i].display} ({fmt(values[i])})" for i in order])
+    rivals = tuple(ends[i].name for i in order if i != best)
     b.reason(f"Which of {with_values} {phrase}?", ends[best].name, [m.node for m in measures], rivals)
-    return Task(f"Which of {_join(phrases)} {phrase}?", ends[best].name, rivals=rivals)
+    return Task(f"Which of {_join([phrases[i] for i in order])} {phrase}?", ends[best].name, rivals=rivals)
+
+
+def _winner_at_random(best: int, content: list[Any]) -> list[int]:
+    """The order the candidates are listed in: as built, with the winner swapped to a position
+    drawn uniformly, so no listing position wins more often than chance (a fixed-position guess
+    earns nothing). Drawn from the task's content, not `b.rng`: every other draw of the build,
+    and every environment without a comparison, stays as it was."""
+    k = len(content[1])
+    order = list(range(k))
+    pos = random.Random(repr(content)).randrange(k)
+    order[best], order[pos] = order[pos], order[best]
+    return order
 
 
 def p_distance(b: Builder, depth: int) -> Task:

@@ -19,17 +19,17 @@ def test_paper_examples_on_counts(solved, calls, f1):
 def test_paper_examples_on_episodes(build):
     t = build.target()
     four = [build.solving_call(i) for i in (1, 2, 3, 4)]
-    assert score_episode(build.episode(four), t).reward == pytest.approx(1.0, abs=1e-6)
+    assert score_episode(build.episode(four, t.final_answer), t).reward == pytest.approx(1.0, abs=1e-6)
     wasted = [build.call("t1", '{"population": 7}'), build.call("t3", "Porto")]
-    assert score_episode(build.episode(four + wasted), t).reward == pytest.approx(0.8, abs=1e-6)
+    assert score_episode(build.episode(four + wasted, t.final_answer), t).reward == pytest.approx(0.8, abs=1e-6)
     three = [*four[:3], build.call("t4", "Red Line")]
-    assert score_episode(build.episode(three), t).reward == pytest.approx(0.75, abs=1e-6)
+    assert score_episode(build.episode(three, t.final_answer), t).reward == pytest.approx(0.75, abs=1e-6)
 
 
 def test_repeated_identical_calls_cost_precision_and_solve_once(build):
     t = build.target()
     calls = [build.solving_call(i) for i in (1, 2, 3, 4)] + [build.solving_call(1), build.solving_call(1)]
-    s = score_episode(build.episode(calls), t)
+    s = score_episode(build.episode(calls, t.final_answer), t)
     assert (s.solved, s.calls) == (4, 6)
     assert s.reward == pytest.approx(0.8, abs=1e-6)
 
@@ -37,7 +37,7 @@ def test_repeated_identical_calls_cost_precision_and_solve_once(build):
 def test_parallel_calls_count_one_by_one(build):
     t = build.target()
     calls = [build.solving_call(i, turn=1, index=i - 1) for i in (1, 2, 3, 4)]
-    s = score_episode(build.episode(calls, turns=2), t)
+    s = score_episode(build.episode(calls, t.final_answer, turns=2), t)
     assert (s.solved, s.calls, s.turns) == (4, 4, 2)
     assert s.reward == pytest.approx(1.0, abs=1e-6)
 
@@ -45,7 +45,7 @@ def test_parallel_calls_count_one_by_one(build):
 def test_calls_after_everything_was_solved_still_count(build):
     t = build.target(n_tool=2)
     calls = [build.solving_call(1), build.solving_call(2), build.call("t1", "{}"), build.call("t2", "{}")]
-    s = score_episode(build.episode(calls), t)
+    s = score_episode(build.episode(calls, t.final_answer), t)
     assert (s.solved, s.calls) == (2, 4)
     assert s.precision == pytest.approx(0.5, abs=1e-6)
 
@@ -75,7 +75,7 @@ def test_invalid_calls_count_skipped_calls_do_not(build):
         build.call("t1", "", CallStatus.SKIPPED, index=9),
         build.call("x", "1200", distractor=True, source_env="env-other"),
     ]
-    s = score_episode(build.episode(calls), t)
+    s = score_episode(build.episode(calls, t.final_answer), t)
     assert (s.calls, s.invalid_calls, s.tool_errors, s.skipped_calls, s.distractor_calls) == (7, 3, 1, 1, 1)
     assert s.precision == pytest.approx(2 / 7, abs=1e-6)
 
@@ -90,6 +90,22 @@ def test_precision_is_clipped_so_f1_never_exceeds_one(build):
     # leaves answered without any call: c = 0, eps only guards the division
     s0 = score_episode(build.episode([], final_answer="done"), build.target(n_tool=1, leaf="done"))
     assert s0.precision == 1.0 and s0.recall == 0.5 and 0 < s0.f1 <= 1
+
+
+def test_the_root_counts_only_when_the_final_answer_commits_to_it(build):
+    """Issue 39: golden calls followed by a refusal, a wrong answer or a hedge lose the root (q4,
+    whose answer the final answer states); `root_answer=False` is ASTRA's plain F1."""
+    t = build.target()
+    four = [build.solving_call(i) for i in (1, 2, 3, 4)]
+    for final in ("I could not determine the answer.", "Take the Red Line.", ""):
+        s = score_episode(build.episode(four, final), t)
+        assert (s.solved, s.final_answer_correct) == (3, False), final
+        assert s.f1 == pytest.approx(0.75, abs=1e-5)  # 1 - 1/n: recall and precision 3/4
+        assert score_episode(build.episode(four, final), t, root_answer=False).f1 == pytest.approx(1.0, abs=1e-5)
+    numeric = build.target(n_tool=2)  # the root is q2, 3.75
+    two = [build.solving_call(1), build.solving_call(2)]
+    for final, solved in [("The rate is 3.75.", 2), ("3.75 or 4.1", 1), ("between 3.75 and 4", 1), ("3.8", 1)]:
+        assert score_episode(build.episode(two, final), numeric).solved == solved, final
 
 
 def test_ablation_modes_reward_recall_or_precision(build):

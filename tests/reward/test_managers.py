@@ -64,11 +64,21 @@ def test_managers_are_registered_under_their_names():
 def test_run_single_scores_and_reports_every_count(build):
     t = build.target()
     calls = [build.solving_call(i) for i in (1, 2, 3, 4)] + [build.call("t1", "{}"), build.call("t2", "{}")]
-    out = run(make(), sample(build.episode(calls, turns=5), t.model_dump_json()))
+    out = run(make(), sample(build.episode(calls, t.final_answer, turns=5), t.model_dump_json()))
     assert out["reward_score"] == pytest.approx(0.8, abs=1e-6)
     info = out["reward_extra_info"]
     assert (info["solved"], info["n"], info["calls"], info["turns"]) == (4.0, 4.0, 6.0, 5.0)
     assert info["f1"] == out["reward_score"]
+
+
+def test_the_root_answer_setting_is_on_by_default_and_turns_off_for_ablations(build):
+    t = build.target()
+    data = sample(
+        build.episode([build.solving_call(i) for i in (1, 2, 3, 4)], "I could not tell."), t.model_dump_json()
+    )
+    assert run(make(), data)["reward_extra_info"]["solved"] == 3.0
+    plain = OmegaConf.merge(CONFIG, {"astra": {"reward": {"root_answer": False}}})
+    assert run(make(config=plain), data)["reward_extra_info"]["solved"] == 4.0
 
 
 def test_ablation_managers_reward_their_own_quantity(build):

@@ -119,3 +119,52 @@ def test_the_plain_rule_pays_the_exploits_our_rule_refuses(played):
     echoed = played["echo"]
     assert sum(plain_hits(env, play, log) for env, play, _, log in echoed) == sum(len(p.calls) for _, p, _, _ in echoed)
     assert sum(plain_hits(env, play, log) for env, play, _, log in played["wrong_modifiers"]) > 0
+
+
+# -- issues 31 and 39: guesses without the measurements, the final answer, natural phrasings ----
+
+
+@pytest.mark.parametrize(
+    "policy",
+    ["no_call_guess", "first_candidate", "error_text_answer", "wrong_tool_last_step", "leaf_tool_on_question_entity"],
+)
+def test_a_comparison_answered_without_its_measurements_earns_nothing(played, policy):
+    episodes = played[policy]
+    assert len(episodes) >= 3, policy  # the move exists in these environments
+    assert max(score.f1 for *_, score, _ in episodes) == 0.0, policy
+    # the leaf was named right in some of them: only the dependency rule refuses it
+    assert any(score.final_answer_correct for *_, score, _ in episodes) or policy == "error_text_answer"
+
+
+def test_an_error_message_naming_one_candidate_is_not_an_answer(played):
+    for env, _, score, log in played["error_text_answer"]:
+        assert log.final_answer == log.calls[-1].output and score.solved == 0, env.id
+
+
+@pytest.mark.parametrize("name", list(hacking.phrasings.AFTER_GOLDEN))
+def test_golden_calls_then_no_committed_answer_lose_the_root(played, name):
+    rng, lost = random.Random(name), 0
+    for env, _, _, log in played["honest"]:
+        final = hacking.phrasings.AFTER_GOLDEN[name](env, rng)
+        if final is None:
+            continue
+        target = env.reward_target()
+        score = hacking.score_episode(log.model_copy(update={"final_answer": final}), target)
+        assert hacking.root_question(target).id not in score.solved_ids, (env.id, final)
+        assert score.solved == len(target.sub_questions) - 1 and not score.final_answer_correct, (env.id, final)
+        lost += 1
+    assert lost >= 20
+
+
+def test_honest_natural_phrasings_keep_full_credit(played):
+    comparisons = 0
+    for env, _, _, log in played["honest"]:
+        said = hacking.phrasings.phrasings(env)
+        assert len(said) >= 6, env.id
+        comparisons += bool(hacking.phrasings.Facts(env).names)
+        target = env.reward_target()
+        for template, text in said.items():
+            score = hacking.score_episode(log.model_copy(update={"final_answer": text}), target)
+            assert score.f1 == pytest.approx(1.0, abs=1e-5), (env.id, template, text)
+            assert score.final_answer_correct, (env.id, template, text)
+    assert comparisons >= 10

@@ -160,11 +160,14 @@ def test_parallel_call_cap_skips_and_does_not_charge(trainer_config, tiny_tokeni
     assert "at most 2 tool calls" in log.calls[2].output
 
 
-def test_stop_when_all_solved_without_leaves_ends_after_the_tool_round(trainer_config, tiny_tokenizer, envs, kit):
+def test_stop_when_all_solved_without_leaves_still_lets_the_model_answer(trainer_config, tiny_tokenizer, envs, kit):
+    """The root counts only when the final answer commits to it: after the tool round that
+    solves everything the model gets its answer turn, and calls written in it are not run."""
     cfg = trainer_config("+astra.rollout.stop_when_all_solved=true")
-    script = [kit.call_text("bump_counter", {}) + kit.call_text("bump_counter", {}), "never generated"]
+    both = kit.call_text("bump_counter", {}) + kit.call_text("bump_counter", {})
+    script = [both, kit.call_text("bump_counter", {}), "never generated"]
     _, log, server = episode(cfg, tiny_tokenizer, script, kit.row_kwargs(envs.counter, envs.store))
-    assert (log.terminated_by, log.assistant_turns, server.calls) == (Termination.ALL_SOLVED, 1, 1)
+    assert (log.terminated_by, log.assistant_turns, server.calls, len(log.calls)) == (Termination.ALL_SOLVED, 2, 2, 2)
 
 
 def test_stop_when_all_solved_lets_the_model_answer_a_pending_leaf(trainer_config, tiny_tokenizer, envs, kit):
