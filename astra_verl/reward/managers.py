@@ -59,6 +59,8 @@ class RewardSettings(StrictModel):
     section = "astra.reward"
 
     eps: float = Field(DEFAULT_EPS, gt=0)  # guards precision's n_hat / (c + eps) at c = 0
+    # astra_tau only (astra_verl.eval.tau_reward): the weight of our F1 mixed into τ-bench's reward
+    tau_f1_weight: float = Field(0.0, ge=0, le=1)
 
     @classmethod
     def from_config(cls, config: Any) -> RewardSettings:

@@ -63,6 +63,8 @@ def tau_score(digest: str, gold_digest: str, outputs: Sequence[str], responses: 
 def action_f1(calls: Sequence[Action], gold: Sequence[Action], eps: float = DEFAULT_EPS) -> tuple[float, float, float]:
     """(precision, recall, f1) of the agent's `calls` against the task's `gold` tool actions (see
     the module docstring)."""
+    if not gold:  # nothing to solve: every call is surplus
+        return (1.0, 1.0, 1.0) if not calls else (0.0, 1.0, 0.0)
     remaining = [(name, kwargs) for name, kwargs in gold]
     solved = 0
     for call in calls:
@@ -77,3 +79,17 @@ def mixed_reward(tau: TauScore, f1: float, f1_weight: float) -> float:
     if not 0.0 <= f1_weight <= 1.0:
         raise ValueError(f"f1_weight must be within [0, 1], got {f1_weight}")
     return (1.0 - f1_weight) * tau.reward + f1_weight * f1
+
+
+def episode_actions(calls: Sequence[Any], terminate_tools: Sequence[str]) -> list[Action]:
+    """The tool actions an episode took, as τ-bench's Env would have stepped them: each call the
+    sandbox ran (`CallRecord.ok`; a rejected call never reached a tool), in order, up to and
+    including the first terminate tool (the episode ends there)."""
+    out: list[Action] = []
+    for call in calls:
+        if not call.ok:
+            continue
+        out.append((call.tool, dict(call.arguments)))
+        if call.tool in terminate_tools:
+            break
+    return out

@@ -234,6 +234,7 @@ class TauTarget(BaseModel):
     gold_digest: str  # the database digest after the task's gold actions (`tau_sandbox.state_digest`)
     outputs: list[str]  # what the agent must tell the user (τ-bench's Task.outputs)
     terminate_tools: list[str]
+    actions: str  # the gold actions, JSON [{name, kwargs}] (`action_json`): the F1 ablation's sub-questions
 
     def to_json(self) -> str:
         return self.model_dump_json()
@@ -247,6 +248,7 @@ def task_target(task: TauTask, env_id: str, gold_digest: str, version: str | Non
         gold_digest=gold_digest,
         outputs=list(task.outputs),
         terminate_tools=list(get_domain(task.domain).terminate_tools),
+        actions=action_json(task.actions),
     )
 
 

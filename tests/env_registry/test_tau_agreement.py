@@ -6,25 +6,30 @@ dropped, an argument of the last action changed, an extra database write appende
 actions without telling the user the required outputs.
 
 An episode ends at τ-bench's terminate tool (transfer_to_human_agents), so both sides see the
-actions up to the first one. Needs `tau_bench` (the `tau` extra's install command below): under
+actions up to the first one. Needs `tau_bench` (tests/taukit.py names the install command): under
 CI a missing one fails the test, elsewhere it skips.
+
+Cost: about 1 s per replayed variant on 2 busy CPU cores, τ-bench's own database hash (run twice
+per `calculate_reward`) being most of it; all 685 tasks (~2,700 variants) take tens of minutes.
+So by default every `STRIDE[split]`th task runs (retail dev whole; 103 tasks in all), and
+ASTRA_TAU_ALL_TASKS=1 runs every task of every split (docs/tau-bench.md has its measured time).
 """
 
 from __future__ import annotations
 
 import copy
-import importlib.util
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from testkit import in_ci
+from taukit import require_tau_bench
 
 from astra_verl.reward.tau import tau_score
 from env_registry.families import tau
 
-INSTALL = 'pip install "tau_bench @ git+https://github.com/sierra-research/tau-bench@59a200c" litellm'
+STRIDE = {("retail", "train"): 10, ("retail", "dev"): 1, ("retail", "test"): 5, ("airline", "test"): 5}
 SPLITS = [("retail", "train"), ("retail", "dev"), ("retail", "test"), ("airline", "test")]
 # A write every task's user can be given: it changes the database whatever the task did.
 EXTRA_WRITE = {
@@ -46,11 +51,7 @@ EXTRA_WRITE = {
 
 @pytest.fixture(scope="module", autouse=True)
 def tau_bench_installed():
-    if importlib.util.find_spec("tau_bench") is None:
-        if in_ci():
-            pytest.fail(f"tau_bench is not installed (CI runs this test): {INSTALL}")
-        pytest.skip(f"tau_bench is not installed: {INSTALL}")
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    require_tau_bench()
 
 
 def _changed(value: Any, schema: dict[str, Any]) -> Any:
@@ -126,24 +127,30 @@ def test_rewards_agree_with_tau_bench_on_every_task(domain, split):
 
     t0 = time.perf_counter()
     tasks = tau.load_tasks(domain, split)
+    if os.environ.get("ASTRA_TAU_ALL_TASKS") != "1":
+        tasks = tasks[:: STRIDE[domain, split]]
     schemas = {info["function"]["name"]: info["function"] for info in tau.tool_infos(domain)}
     specs = [tau.task_spec(t) for t in tasks]
     variants = [_variants(t, schemas) for t in tasks]
     jobs = [(spec, v[k][0]) for spec, v in zip(specs, variants, strict=True) for k in v]
-    digests = iter(tau.replay_digests(jobs))
     env = get_env(domain, user_strategy="human", user_model="none", task_split=split, task_index=0)
+    with ThreadPoolExecutor(1) as pool:  # our replays run in sandbox processes meanwhile
+        replays = pool.submit(tau.replay_digests, jobs)
+        theirs = [
+            [_tau_bench_reward(env, t.index, a, said) for a, said in v.values()]
+            for t, v in zip(tasks, variants, strict=False)
+        ]
+        digests = iter(replays.result())
 
     ours_by_kind: dict[str, list[float]] = {}
     mismatches = []
-    for task, v in zip(tasks, variants, strict=True):
+    for task, v, their in zip(tasks, variants, theirs, strict=True):
         found = {k: next(digests) for k in v}
-        gold_digest = found["gold"]
-        for kind, (actions, said) in v.items():
-            ours = tau_score(found[kind], gold_digest, task.outputs, said).reward
-            theirs = _tau_bench_reward(env, task.index, actions, said)
+        for (kind, (_, said)), reward in zip(v.items(), their, strict=True):
+            ours = tau_score(found[kind], found["gold"], task.outputs, said).reward
             ours_by_kind.setdefault(kind, []).append(ours)
-            if ours != theirs:
-                mismatches.append((task.id, kind, ours, theirs))
+            if ours != reward:
+                mismatches.append((task.id, kind, ours, reward))
     elapsed = time.perf_counter() - t0
     summary = {k: f"{sum(r)}/{len(r)}" for k, r in ours_by_kind.items()}
     print(
