@@ -53,6 +53,9 @@ class ScriptedUser:
         self.script = script
         self.said = 0
 
+    async def aclose(self) -> None:
+        return None
+
     async def reply(self, agent_message: str | None) -> str:
         if self.said >= len(self.script):
             return STOP
@@ -68,7 +71,10 @@ class LLMUser:
             {"role": "system", "content": user_system_prompt(instruction)},
             {"role": "user", "content": OPENING},
         ]
-        self.client = _client(base_url, model)
+        # One client per episode: a cached one would outlive the event loop it was made on.
+        from data_synth.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
+
+        self.client = build_client(LLMConfig(base_urls=[base_url], model=model, cache=False))
 
     async def reply(self, agent_message: str | None) -> str:
         if agent_message is not None:
@@ -79,13 +85,8 @@ class LLMUser:
         self.messages.append({"role": "assistant", "content": text})
         return text
 
-
-@cache
-def _client(base_url: str, model: str) -> Any:
-    # Lazy: the LLM client is only needed by rows with an LLM user.
-    from data_synth.llm import LLMConfig, build_client
-
-    return build_client(LLMConfig(base_urls=[base_url], model=model, cache=False))
+    async def aclose(self) -> None:
+        await self.client.aclose()
 
 
 def _strings(kwargs: dict[str, Any], key: str) -> list[str]:
@@ -146,4 +147,5 @@ class TauUserHook(EnvironmentHook):
         return await self._user_says(content)
 
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
+        await self.user.aclose()
         return {"responses": self.responses, "user_turns": self.user_turns, "ended_by": self.ended_by or "loop"}
