@@ -4,10 +4,11 @@ The `tau_bench` family's tool sources (`tau_bench.tool_source`) import this modu
 `invoke`; it runs τ-bench's own tool class (`Tool.invoke(data=..., **kwargs)`) against this
 session's copy of the domain database, exactly as τ-bench's `Env.step` does (an exception
 becomes the observation "Error: <message>"). A domain's database is loaded once per process by
-τ-bench's own `load_data` (`database`): a sandbox worker that preloads this module
-(`astra.sandbox.preload: [env_registry.families.tau_sandbox]`) loads both domains before it
-forks sessions, and each session deep-copies its domain's database on its first call (fresh
-state per episode; nothing is written outside the session).
+τ-bench's own `load_data` (`database`): a sandbox worker that preloads `tau_sandbox_preload`
+(`astra.sandbox.preload: [env_registry.families.tau_sandbox_preload]`) loads both domains
+before it forks sessions, and each session deep-copies its domain's database on its first call
+(fresh state per episode; nothing is written outside the session). Importing this module itself
+does nothing (the host may import it).
 
 τ-bench's package `__init__`s import its agents and its LLM user simulator, and through them
 `litellm` (with a network fetch at import) — none of which a tool uses. So the packages
@@ -84,7 +85,3 @@ def state_digest(domain: str) -> str:
     keys sorted, list order kept, 1 and 1.0 told apart); the agreement test checks it task by task."""
     text = json.dumps(session_data(domain), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-for _domain in DOMAINS:  # a worker that preloads this module holds both databases before forking
-    database(_domain)
