@@ -42,6 +42,7 @@ from astra_verl.eval import (
     bfcl_hook,  # noqa: F401  - registers the hook
     bfcl_replay,
     envs_report,
+    tau_eval,
 )
 from astra_verl.eval.bfcl_run import (
     RESULTS_VERSION,
@@ -196,6 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-observations", action="store_true", help="skip comparing observations with BFCL's executor"
     )
     _sandbox(replay)
+    tau_eval.add_parser(sub)
     return parser
 
 
@@ -437,6 +439,7 @@ COMMANDS = {
     "bfcl-export": cmd_export,
     "bfcl-score": cmd_score,
     "bfcl-replay": cmd_replay,
+    "tau": tau_eval.cmd_tau,
 }
 
 
