@@ -198,6 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _sandbox(replay)
     tau_eval.add_parser(sub)
+    tau_eval.add_export_parser(sub)
     return parser
 
 
@@ -440,6 +441,7 @@ COMMANDS = {
     "bfcl-score": cmd_score,
     "bfcl-replay": cmd_replay,
     "tau": tau_eval.cmd_tau,
+    "tau-export": tau_eval.cmd_export,
 }
 
 

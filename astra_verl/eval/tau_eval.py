@@ -285,3 +285,34 @@ def cmd_tau(args: argparse.Namespace) -> int:
     (cfg.out / "table.txt").write_text(table + "\n")
     print(table)
     return 0
+
+
+def add_export_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tau-export",
+        help="write τ-bench rows (store + parquet) for training or verl's validation",
+        description="Write <out>/store, <out>/<domain>_<split>.parquet and its manifest: one row per τ-bench "
+        "task with the tau_user hook and the astra_tau reward (docs/tau-bench.md). The LLM user's endpoint is "
+        "required (it is written into the rows); --user scripted for dry runs.",
+    )
+    p.add_argument("--domain", required=True, choices=["retail", "airline"])
+    p.add_argument("--split", required=True, help="retail: train, dev, test; airline: test")
+    p.add_argument("--out", required=True, help="output directory (e.g. runs/tau_data)")
+    p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
+    p.add_argument("--user-base-url", default="", help="OpenAI-compatible endpoint of the user model (required: llm)")
+    p.add_argument("--user-model", default="", help="the user model's name on that endpoint (required: llm)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        user = tau_rows.UserConfig(user=args.user, base_url=args.user_base_url, model=args.user_model)
+        count = len(tau.load_tasks(args.domain, args.split))
+    except SettingsError as exc:
+        raise UsageError(f"eval tau-export: {exc}") from None
+    except tau.TauDataError as exc:
+        raise UsageError(f"eval tau-export: {exc}") from None
+    indices = range(min(count, args.limit or count))
+    path = tau_rows.build(Path(args.out), args.domain, args.split, user=user, indices=indices)
+    print(f"{len(indices)} rows: {path}")
+    return 0
