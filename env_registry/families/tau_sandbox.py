@@ -80,8 +80,8 @@ def invoke(domain: str, tool: str, kwargs: dict[str, Any]) -> str:
 
 
 def state_digest(domain: str) -> str:
-    """sha256 of this session's database as canonical JSON (sorted keys). Two databases get the
-    same digest exactly when τ-bench's `consistent_hash(to_hashable(data))` agrees on them (dict
-    keys sorted, list order kept, 1 and 1.0 told apart); the agreement test checks it task by task."""
+    """sha256 of this session's database as canonical JSON (sorted keys, list order kept, 1 and
+    1.0 told apart, as τ-bench's `to_hashable` keeps them). τ-bench's own hash cannot run here (its
+    module imports litellm); the agreement test checks that rewards from both agree task by task."""
     text = json.dumps(session_data(domain), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
