@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from astra_verl.sandbox import BatchJob, Module, Program, SandboxConfig, run_programs
+from env_registry.family_rules import FamilyRules, ReplayCall
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, ToolSpec, tool_module
 
 GENERATOR = "tau_bench"
@@ -288,3 +289,35 @@ def replay_digests(
                 )
         digests.append(calls[-1].output)
     return digests
+
+
+# -- validation (`env_registry validate`, `family_rules`) -------------------------------------
+
+
+def task_of(env: EnvSpec) -> TauTask:
+    """The τ-bench task an environment was built from (`provenance.source`), from the installed
+    tau_bench, which must be the version the environment was built with."""
+    version, _, task_id = (env.provenance.source or "").partition(":")
+    if version != f"tau_bench=={tau_version()}":
+        raise TauDataError(
+            f"environment {env.id} was built from {env.provenance.source!r}, but tau_bench=={tau_version()} "
+            "is installed; rebuild the rows with the installed version"
+        )
+    domain, split, index = task_id.split("/")
+    return load_tasks(domain, split)[int(index)]
+
+
+def gold_replay(env: EnvSpec) -> list[ReplayCall]:
+    """The task's gold actions (τ-bench's reward judges the database they leave, not their outputs)."""
+    index = {t.name: i for i, t in enumerate(env.tools)}
+    return [ReplayCall(f"actions[{k}]", index[name], kwargs) for k, (name, kwargs) in enumerate(task_of(env).actions)]
+
+
+# No final answer and no sub-question trace: τ-bench judges the database and the required outputs.
+_NOT_APPLICABLE = {("non_empty", "final_answer"), ("has_tool_node", "sub_questions")}
+
+VALIDATION = FamilyRules(
+    replay_calls=gold_replay,
+    waives=lambda rule, field: (rule, field) in _NOT_APPLICABLE,
+    sandbox=dict(SANDBOX),
+)

@@ -69,3 +69,13 @@ def test_workers_preload_both_databases_before_sessions_start(retail):
     (with_preload,) = run_programs([BatchJob(probe, [("probe", "loaded", {})])], tau.sandbox_config())
     (without,) = run_programs([BatchJob(probe, [("probe", "loaded", {})])], tau.sandbox_config(preload=[]))
     assert with_preload[0].output == '["airline", "retail"]' and without[0].output == "[]"
+
+
+def test_env_registry_validate_replays_the_gold_actions_and_waives_what_tau_has_not(retail):
+    from env_registry.validate import family_rules, validate_envs
+
+    _, specs = retail
+    rules = family_rules(specs[0])
+    assert [c.args for c in rules.replay_calls(specs[0])] == [a for _, a in tau.task_of(specs[0]).actions]
+    report = validate_envs(specs)
+    assert report.ok and report.replayed == 2, report.issues
