@@ -76,6 +76,10 @@ extras_require = {
     ],
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
     "mcp": MCP,
+    # τ-bench's environments (the tau_bench family, docs/tau-bench.md): tau_bench itself is not on
+    # the registries (install it from git, see the docs); its envs import litellm at module level
+    # (tau_bench/envs/user.py), and nothing else it declares is needed by its tools, tasks or data.
+    "tau": ["litellm>=1.40"],
     "smollm2": SMOLLM2,
     "bfcl": BFCL,
 }

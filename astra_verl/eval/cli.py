@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from astra_verl.eval import bfcl_single_cli  # light: its heavy imports are inside the command
+from astra_verl.eval import bfcl_single_cli, tau_cli  # light: their heavy imports are inside the commands
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 
 # Every command imports what it needs when it runs (verl, transformers, bfcl_eval, the sandbox,
@@ -181,6 +181,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _sandbox(replay)
     bfcl_single_cli.add_parser(sub)  # BFCL single-turn: declared there, heavy imports inside the command
+    tau_cli.add_parser(sub)
+    tau_cli.add_export_parser(sub)
     return parser
 
 
@@ -457,6 +459,8 @@ COMMANDS = {
     "bfcl-score": cmd_score,
     "bfcl-replay": cmd_replay,
     "bfcl-single": lambda args: bfcl_single_cli.cmd_single(args),
+    "tau": tau_cli.cmd_tau,
+    "tau-export": tau_cli.cmd_export,
 }
 
 

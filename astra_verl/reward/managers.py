@@ -62,6 +62,8 @@ class RewardSettings(StrictModel):
     # The root sub-question counts only when the final answer commits to its answer (docs/reward.md);
     # False is ASTRA's plain F1, for ablations.
     root_answer: bool = True
+    # astra_tau only (astra_verl.eval.tau_reward): the weight of our F1 mixed into τ-bench's reward
+    tau_f1_weight: float = Field(0.0, ge=0, le=1)
 
     @classmethod
     def from_config(cls, config: Any) -> RewardSettings:

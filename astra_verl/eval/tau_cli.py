@@ -1,0 +1,65 @@
+"""The flags of `python -m astra_verl.eval tau` and `tau-export`, apart from their commands
+(`astra_verl.eval.tau_eval`, which loads transformers, verl and the sandbox): `--help` answers
+without them (tests/test_cli_help.py)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from env_registry.clikit import add_quiet
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tau",
+        help="evaluate a checkpoint or an endpoint on τ-bench (pass^1, pass^k with --n)",
+        description="Run τ-bench's tasks of one domain and split through astra_tool_agent with τ-bench's "
+        "simulated user and score them with τ-bench's reward (docs/tau-bench.md). Resumable.",
+    )
+    p.add_argument("--domain", required=True, choices=["retail", "airline"])
+    p.add_argument("--split", default="test", help="retail: train, dev, test; airline: test (default test)")
+    p.add_argument("--model-path", required=True, help="a checkpoint (served by hf_cpu; with --base-url its tokenizer)")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint serving the policy")
+    p.add_argument("--model", default=None, help="with --base-url: the policy's name on the server")
+    p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
+    p.add_argument("--user-base-url", default="", help="OpenAI-compatible endpoint of the user model (required: llm)")
+    p.add_argument("--user-model", default="", help="the user model's name on that endpoint (required: llm)")
+    p.add_argument("--out", default=None, help="run directory (default runs/eval_tau/<policy>_<domain>_<split>)")
+    p.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override (repeatable)")
+    p.add_argument("--temperature", type=float, default=None, help="sample at T (default: val_kwargs, greedy)")
+    p.add_argument("--n", type=int, default=1, help="samples per task, for pass^k (needs --temperature > 0)")
+    p.add_argument("--concurrency", type=int, default=4, help="episodes in flight")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    p.add_argument("--label", default="", help="the policy's name in the table")
+    add_quiet(p)
+
+
+def add_export_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tau-export",
+        help="write τ-bench rows (store + parquet) for training or verl's validation",
+        description="Write <out>/store, <out>/<domain>_<split>.parquet and its manifest: one row per τ-bench "
+        "task with the tau_user hook and the astra_tau reward (docs/tau-bench.md). The LLM user's endpoint is "
+        "required (it is written into the rows); --user scripted for dry runs.",
+    )
+    p.add_argument("--domain", required=True, choices=["retail", "airline"])
+    p.add_argument("--split", required=True, help="retail: train, dev, test; airline: test")
+    p.add_argument("--out", required=True, help="output directory (e.g. runs/tau_data)")
+    p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
+    p.add_argument("--user-base-url", default="", help="OpenAI-compatible endpoint of the user model (required: llm)")
+    p.add_argument("--user-model", default="", help="the user model's name on that endpoint (required: llm)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+
+
+def cmd_tau(args: argparse.Namespace) -> int:
+    from astra_verl.eval import tau_eval
+
+    return tau_eval.cmd_tau(args)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from astra_verl.eval import tau_eval
+
+    return tau_eval.cmd_export(args)

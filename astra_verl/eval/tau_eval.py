@@ -1,0 +1,275 @@
+"""`python -m astra_verl.eval tau`: a policy on τ-bench's tasks, scored with τ-bench's reward.
+
+The rows come from the `tau_bench` family (`env_registry.families.tau_rows.build`, written once
+into `<out>/rows`); each episode is `astra_tool_agent` built as `eval envs` builds it (the
+recipe's config, a local checkpoint served by `hf_cpu`, or an OpenAI-compatible endpoint), with
+the `tau_user` hook (an LLM user over `--user-base-url/--user-model`, τ-bench's default user
+strategy; or `--user scripted` for dry runs), scored by `astra_tau` (`tau_reward.score_episode`).
+
+Results (`<out>/results.jsonl`) are resumable like `eval envs`': a rerun runs only the (task,
+sample) pairs not scored yet. pass^k (τ-bench's): the mean over tasks of C(c, k) / C(n, k), c the
+task's successes (reward 1) among its n samples, for k = 1..n.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from math import comb
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from tqdm.auto import tqdm
+from transformers import AutoConfig, AutoTokenizer
+from verl.utils.ray_utils import get_event_loop
+
+from astra_verl.eval.endpoint import EndpointServer
+from astra_verl.eval.envs import (
+    EnvEvalConfig,
+    checkpoint_name,
+    endpoint_server,
+    episode_kwargs,
+    load_rows,
+    local_server,
+    sampling_params,
+    trainer_config,
+)
+from astra_verl.eval.results import ResultsFile
+from astra_verl.eval.tau_reward import parse_target, score_episode
+from astra_verl.platform.hf_rollout import HFRolloutServer
+from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.rollout.context import RolloutContext
+from astra_verl.rollout.testing import make_loop
+from astra_verl.strict import SettingsError, StrictModel
+from env_registry.clikit import UsageError
+from env_registry.families import tau, tau_rows
+
+RESULTS_VERSION = 1
+
+
+class TauEvalConfig(StrictModel):
+    """One `eval tau` run."""
+
+    section = "eval tau"
+
+    domain: Literal["retail", "airline"]
+    split: str = "test"
+    out: Path
+    model_path: str
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    user: Literal["llm", "scripted"] = "llm"
+    user_base_url: str = ""
+    user_model: str = ""
+    recipe: str = "astra_cpu"
+    overrides: list[str] = Field(default_factory=list)
+    temperature: float | None = Field(default=None, ge=0)
+    n: int = Field(default=1, ge=1)
+    concurrency: int = Field(default=4, ge=1)
+    limit: int | None = Field(default=None, ge=1)
+    label: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TauEvalConfig:
+        if self.user == "llm" and not (self.user_base_url and self.user_model):
+            raise ValueError("the LLM user needs --user-base-url and --user-model (the user simulator's endpoint)")
+        if self.n > 1 and not self.temperature:
+            raise ValueError("--n > 1 needs --temperature > 0: greedy decoding repeats one episode")
+        return self
+
+    @property
+    def name(self) -> str:
+        return self.label or (self.model if self.base_url else checkpoint_name(self.model_path))
+
+
+def sandbox_overrides() -> list[str]:
+    """The `astra.sandbox` settings τ-bench's tools need (`tau.SANDBOX`), as Hydra overrides."""
+    s = tau.SANDBOX
+    return [
+        f"++astra.sandbox.packages=[{','.join(s['packages'])}]",
+        f"++astra.sandbox.preload=[{','.join(s['preload'])}]",
+        f"++astra.sandbox.memory_mb={s['memory_mb']}",
+        f"++astra.sandbox.max_output_chars={s['max_output_chars']}",
+        f"++astra.sandbox.call_timeout_s={s['call_timeout_s']}",
+    ]
+
+
+def rows_path(cfg: TauEvalConfig) -> Path:
+    """The run's rows, built on first use (a resumed run reads them back)."""
+    path = cfg.out / "rows" / f"{cfg.domain}_{cfg.split}.parquet"
+    if not path.exists():
+        user = tau_rows.UserConfig(user=cfg.user, base_url=cfg.user_base_url, model=cfg.user_model)
+        count = len(tau.load_tasks(cfg.domain, cfg.split))
+        indices = range(min(count, cfg.limit or count))
+        tau_rows.build(cfg.out / "rows", cfg.domain, cfg.split, user=user, indices=indices)
+    return path
+
+
+class TauEvaluation:
+    """The episodes of one run: `run()` evaluates every (task, sample) not yet in the results file."""
+
+    def __init__(self, cfg: TauEvalConfig, *, server: Any = None, progress: bool = True):
+        self.cfg = cfg
+        data = rows_path(cfg)
+        env_cfg = EnvEvalConfig(
+            data=data,
+            out=cfg.out,
+            model_path=cfg.model_path,
+            base_url=cfg.base_url,
+            model=cfg.model,
+            api_key_env=cfg.api_key_env,
+            recipe=cfg.recipe,
+            overrides=[*sandbox_overrides(), *cfg.overrides],
+            temperature=cfg.temperature,
+            n=cfg.n,
+            concurrency=cfg.concurrency,
+        )
+        self.env_cfg = env_cfg
+        self.config = trainer_config(env_cfg)
+        self.tokenizer = AutoTokenizer.from_pretrained(cfg.model_path)
+        self.model_type = AutoConfig.from_pretrained(cfg.model_path).model_type
+        self.rows = load_rows(data, cfg.limit)
+        self.params = sampling_params(self.config, env_cfg)
+        self.results = ResultsFile(cfg.out / "results.jsonl", RESULTS_VERSION)
+        self.server = server
+        self.context = RolloutContext()
+        self.progress = progress
+
+    def todo(self) -> list[tuple[int, int]]:
+        return [(i, k) for i in range(len(self.rows)) for k in range(self.cfg.n) if not self.results.done(f"{i}:{k}")]
+
+    async def episode(self, i: int, k: int) -> dict[str, Any]:
+        if self.server is None:
+            self.server = endpoint_server(self.env_cfg, self.config) if self.cfg.base_url else local_server(self.config)
+        row = self.rows[i]
+        t0 = time.perf_counter()
+        loop = make_loop(self.config, self.server, self.tokenizer, hf_model_type=self.model_type, context=self.context)
+        out = await loop.run(dict(self.params), **episode_kwargs(row))
+        log = EpisodeLog.from_extra_fields(out.extra_fields)
+        target = parse_target(row["reward_model"]["ground_truth"])
+        scored = await score_episode(self.context.sandbox(), target, log)
+        return {
+            "id": f"{i}:{k}",
+            "version": RESULTS_VERSION,
+            "status": "scored",
+            "task": target.task,
+            "sample": k,
+            "policy": self.cfg.name,
+            "reward": scored["reward_score"],
+            **scored["reward_extra_info"],
+            "ended_by": log.hook_state.get("ended_by", ""),
+            "terminated_by": log.terminated_by.value if log.terminated_by else "",
+            "elapsed_s": round(time.perf_counter() - t0, 3),
+        }
+
+    async def _run(self, todo: list[tuple[int, int]], bar: Any) -> None:
+        gate = asyncio.Semaphore(self.cfg.concurrency)
+
+        async def one(i: int, k: int) -> None:
+            async with gate:
+                self.results.append(await self.episode(i, k))
+                bar.update(1)
+
+        tasks = [asyncio.ensure_future(one(i, k)) for i, k in todo]
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if isinstance(self.server, HFRolloutServer | EndpointServer):
+                await self.server.aclose()
+            await self.context.aclose()
+
+    def run(self) -> list[dict[str, Any]]:
+        """Run what is left; any failure propagates after the finished episodes are written."""
+        todo = self.todo()
+        bar = tqdm(total=len(todo), desc=f"eval tau {self.cfg.domain}", unit="episode", disable=not self.progress)
+        try:
+            get_event_loop().run_until_complete(self._run(todo, bar))
+        finally:
+            bar.close()
+        keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
+        return [r for key, r in self.results.records.items() if key in keys]
+
+
+def pass_hat_k(records: list[dict[str, Any]], n: int) -> dict[int, float]:
+    """τ-bench's pass^k for k = 1..n over tasks with all n samples scored."""
+    by_task: dict[str, list[float]] = {}
+    for r in records:
+        by_task.setdefault(r["task"], []).append(float(r["reward"]))
+    complete = [rs for rs in by_task.values() if len(rs) == n]
+    if not complete:
+        return {}
+    return {
+        k: sum(comb(sum(1 for x in rs if x == 1.0), k) / comb(n, k) for rs in complete) / len(complete)
+        for k in range(1, n + 1)
+    }
+
+
+def format_table(cfg: TauEvalConfig, records: list[dict[str, Any]]) -> str:
+    scores = pass_hat_k(records, cfg.n)
+    tasks = len({r["task"] for r in records})
+    lines = [
+        f"τ-bench {cfg.domain}/{cfg.split}: {cfg.name}, user {cfg.user} {cfg.user_model}".rstrip(),
+        f"{tasks} tasks x {cfg.n} samples ({len(records)} episodes)",
+        "| k | pass^k |",
+        "|---|---|",
+        *(f"| {k} | {v:.3f} |" for k, v in scores.items()),
+    ]
+    return "\n".join(lines)
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+def cmd_tau(args: argparse.Namespace) -> int:
+    policy = args.model if args.base_url else checkpoint_name(args.model_path)
+    out = args.out or Path("runs") / "eval_tau" / f"{policy}_{args.domain}_{args.split}"
+    try:
+        cfg = TauEvalConfig(
+            domain=args.domain,
+            split=args.split,
+            out=Path(out),
+            model_path=args.model_path,
+            base_url=args.base_url,
+            model=args.model,
+            user=args.user,
+            user_base_url=args.user_base_url,
+            user_model=args.user_model,
+            recipe=args.recipe,
+            overrides=args.override,
+            temperature=args.temperature,
+            n=args.n,
+            concurrency=args.concurrency,
+            limit=args.limit,
+            label=args.label,
+        )
+        evaluation = TauEvaluation(cfg, progress=not args.quiet)
+    except SettingsError as exc:
+        raise UsageError(str(exc)) from None  # it names its section, "eval tau"
+    except tau.TauDataError as exc:
+        raise UsageError(f"eval tau: {exc}") from None
+    print(f"eval tau: {len(evaluation.rows)} tasks x {cfg.n}; run dir {cfg.out}", file=sys.stderr)
+    table = format_table(cfg, evaluation.run())
+    (cfg.out / "table.txt").write_text(table + "\n")
+    print(table)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    try:
+        user = tau_rows.UserConfig(user=args.user, base_url=args.user_base_url, model=args.user_model)
+        count = len(tau.load_tasks(args.domain, args.split))
+    except SettingsError as exc:
+        raise UsageError(f"eval tau-export: {exc}") from None
+    except tau.TauDataError as exc:
+        raise UsageError(f"eval tau-export: {exc}") from None
+    indices = range(min(count, args.limit or count))
+    path = tau_rows.build(Path(args.out), args.domain, args.split, user=user, indices=indices)
+    print(f"{len(indices)} rows: {path}")
+    return 0

@@ -1,0 +1,151 @@
+"""The `tau_user` hook: τ-bench's simulated user inside an `astra_tool_agent` episode.
+
+The user holds the task's instruction; the agent sees only the policy (system prompt) and what
+the user says. Each user message is a hook `user_message` (an observation, loss-masked like
+every hook message). The episode ends when the user says `###STOP###` (τ-bench: `done` when the
+user's reply contains it), when the agent calls a terminate tool (τ-bench's `terminate_tools`,
+transfer_to_human_agents), or by the loop's own limits.
+
+interaction_kwargs (strings only, parquet-friendly):
+    name: "tau_user"; task: "domain/split/index"; terminate_tools: JSON list;
+    user: "scripted" with script: JSON list of user messages (the first opens the conversation;
+        after the last one the user says ###STOP###): tests and dry runs;
+    user: "llm" with instruction, base_url, model (an OpenAI-compatible endpoint, through
+        `data_synth.llm`): τ-bench's default user strategy ("llm"): its system prompt (taken from
+        the installed τ-bench, `LLMUserSimulationEnv.build_system_prompt`), the conversation
+        with roles swapped, opened by the agent's "Hi! How can I help you today?".
+
+Final state (`on_end`, read by the `astra_tau` reward): the agent's messages to the user
+(`responses`: each assistant turn that ended without tool calls, τ-bench's `respond` actions),
+the user's turns, and why it ended.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+from astra_verl.rollout.hooks import EnvironmentHook, EpisodeView, HookAction, HookError, register_hook
+
+HOOK_NAME = "tau_user"
+STOP = "###STOP###"
+OPENING = "Hi! How can I help you today?"  # τ-bench's LLMUserSimulationEnv.reset: the agent's first line
+
+
+@cache
+def user_system_prompt(instruction: str) -> str:
+    """τ-bench's default user strategy's system prompt for `instruction`, from τ-bench itself."""
+    import os
+
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    # Lazy: τ-bench is optional; its user module imports litellm at import.
+    from tau_bench.envs.user import LLMUserSimulationEnv
+
+    # build_system_prompt reads nothing of the instance (its constructor would call the model).
+    return LLMUserSimulationEnv.build_system_prompt(None, instruction)
+
+
+class ScriptedUser:
+    def __init__(self, script: list[str]):
+        if not script:
+            raise HookError("tau_user: a scripted user needs at least one message (interaction_kwargs.script)")
+        self.script = script
+        self.said = 0
+
+    async def aclose(self) -> None:
+        return None
+
+    async def reply(self, agent_message: str | None) -> str:
+        if self.said >= len(self.script):
+            return STOP
+        self.said += 1
+        return self.script[self.said - 1]
+
+
+class LLMUser:
+    """τ-bench's LLM user: the conversation with roles swapped, under τ-bench's user prompt."""
+
+    def __init__(self, instruction: str, base_url: str, model: str):
+        self.messages = [
+            {"role": "system", "content": user_system_prompt(instruction)},
+            {"role": "user", "content": OPENING},
+        ]
+        # One client per episode: a cached one would outlive the event loop it was made on.
+        from data_synth.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
+
+        self.client = build_client(LLMConfig(base_urls=[base_url], model=model, cache=False))
+
+    async def reply(self, agent_message: str | None) -> str:
+        if agent_message is not None:
+            self.messages.append({"role": "user", "content": agent_message})
+        turn = sum(1 for m in self.messages if m["role"] == "assistant")
+        completion = await self.client.complete(list(self.messages), step="tau.user", sample=turn, use_cache=False)
+        text = completion.text or ""
+        self.messages.append({"role": "assistant", "content": text})
+        return text
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+def _strings(kwargs: dict[str, Any], key: str) -> list[str]:
+    raw = kwargs.get(key)
+    try:
+        value = json.loads(raw) if isinstance(raw, str | bytes) else raw
+    except ValueError as exc:
+        raise HookError(f"tau_user: interaction_kwargs.{key} is not JSON ({exc})") from exc
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise HookError(f"tau_user: interaction_kwargs.{key} must be a list of strings, got {raw!r}")
+    return value
+
+
+@register_hook(HOOK_NAME)
+class TauUserHook(EnvironmentHook):
+    """See the module docstring."""
+
+    def __init__(self, kwargs: dict[str, Any]):
+        super().__init__(kwargs)
+        kind = kwargs.get("user")
+        if kind == "scripted":
+            self.user: ScriptedUser | LLMUser = ScriptedUser(_strings(kwargs, "script"))
+        elif kind == "llm":
+            missing = [k for k in ("instruction", "base_url", "model") if not kwargs.get(k)]
+            if missing:
+                raise HookError(
+                    f"tau_user: an LLM user needs interaction_kwargs {missing} (the user simulator's endpoint)"
+                )
+            self.user = LLMUser(kwargs["instruction"], kwargs["base_url"], kwargs["model"])
+        else:
+            raise HookError(f"tau_user: interaction_kwargs.user must be 'scripted' or 'llm', got {kind!r}")
+        self.terminate_tools = set(_strings(kwargs, "terminate_tools")) if kwargs.get("terminate_tools") else set()
+        self.responses: list[str] = []
+        self.user_turns = 0
+        self.ended_by = ""
+
+    async def _user_says(self, agent_message: str | None) -> HookAction:
+        text = await self.user.reply(agent_message)
+        if STOP in text:
+            self.ended_by = "user_stop"
+            return HookAction(terminate=True)
+        self.user_turns += 1
+        return HookAction(user_message=text)
+
+    async def on_start(self, view: EpisodeView) -> HookAction | None:
+        return await self._user_says(None)
+
+    async def on_tool_round_end(self, view: EpisodeView, records) -> HookAction | None:
+        if any(r.ok and r.tool in self.terminate_tools for r in records):
+            self.ended_by = "terminate_tool"
+            return HookAction(terminate=True)
+        return None
+
+    async def on_assistant_end(self, view: EpisodeView, content: str) -> HookAction | None:
+        self.responses.append(content)
+        return await self._user_says(content)
+
+    async def on_end(self, view: EpisodeView) -> dict[str, Any]:
+        await self.user.aclose()
+        return {"responses": self.responses, "user_turns": self.user_turns, "ended_by": self.ended_by or "loop"}

@@ -1,0 +1,116 @@
+"""verl reward manager `astra_tau`: τ-bench's reward (`astra_verl.reward.tau`) of a `tau_user` episode.
+
+One `run_single` reads the sample's ground truth (`reward_model.ground_truth`, a `TauTarget`
+JSON written by the `tau_bench` family's export) and its episode log, replays the episode's tool
+actions (`reward.tau.episode_actions`) in a fresh sandbox session of the task's environment (the
+worker's pool, `astra.sandbox`, which must expose `tau_bench` and `env_registry`), reads the
+database digest there and scores it against the gold digest and the required outputs (the
+agent's messages to the user, from the hook's final state).
+
+`astra.reward.tau_f1_weight` (default 0: τ-bench's reward alone) mixes in our F1 over the gold
+actions (`reward.tau.mixed_reward`), for the ablation. `reward_extra_info`: tau_reward,
+tau_r_actions, tau_r_outputs, tau_outputs_required, tau_action_f1, tau_calls, tau_user_turns.
+Importing this module registers the `tau_user` hook too (the plugin imports it in every process).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from verl import DataProto
+from verl.experimental.reward_loop.reward_manager import register
+from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
+
+from astra_verl.eval import tau_hook
+from astra_verl.reward.managers import RewardSettings
+from astra_verl.reward.sample import RewardInputError, last_outputs, parse_ground_truth, read_sample, require_rule_based
+from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, tau_score
+from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.rollout.context import worker_context
+from astra_verl.sandbox import Module, Program, Sandbox
+from env_registry.families import tau
+from env_registry.spec import tool_module
+
+NAME = "astra_tau"
+
+
+def parse_target(ground_truth: Any) -> tau.TauTarget:
+    target = parse_ground_truth(
+        ground_truth, tau.TauTarget, "export τ-bench rows with `python -m astra_verl.eval tau-export`"
+    )
+    if target.version != tau.TARGET_VERSION:
+        raise RewardInputError(f"TauTarget version {target.version}; this reader knows {tau.TARGET_VERSION}")
+    return target
+
+
+def _check_hook(where: str, log: EpisodeLog) -> None:
+    if log.hook != tau_hook.HOOK_NAME:
+        raise RewardInputError(f"{where}: the episode ran with hook {log.hook!r}, not {tau_hook.HOOK_NAME!r}")
+
+
+def target_program(target: tau.TauTarget) -> Program:
+    """The sandbox program of the target's environment (its tools are the domain's, named for its id)."""
+    domain = target.task.split("/")[0]
+    return Program(tuple(Module(tool_module(t.name, target.env_id), t.source) for t in tau.tool_specs(domain)))
+
+
+async def replay_digest(sandbox: Sandbox, target: tau.TauTarget, actions: list[tuple[str, dict[str, Any]]]) -> str:
+    """The database digest after `actions`, replayed in a fresh session of the target's environment."""
+    session = await sandbox.open_session(target_program(target))
+    try:
+        for name, kwargs in actions:
+            result = await sandbox.call(session, tool_module(name, target.env_id), name, kwargs)
+            if not result.ok:
+                raise RewardInputError(f"{target.task}: replaying {name} failed in the sandbox: {result.text}")
+        result = await sandbox.call(session, tool_module(tau.STATE_TOOL, target.env_id), tau.STATE_TOOL, {})
+        if not result.ok:
+            raise RewardInputError(f"{target.task}: the database digest failed in the sandbox: {result.text}")
+        return result.output
+    finally:
+        await sandbox.close_session(session)
+
+
+async def score_episode(sandbox: Sandbox, target: tau.TauTarget, log: EpisodeLog, f1_weight: float = 0.0) -> dict:
+    actions = episode_actions(log.calls, target.terminate_tools)
+    digest = await replay_digest(sandbox, target, actions)
+    responses = [str(r) for r in log.hook_state.get("responses", [])]
+    score = tau_score(digest, target.gold_digest, target.outputs, responses)
+    gold = [(a["name"], a["kwargs"]) for a in json.loads(target.actions)]
+    _, _, f1 = action_f1(actions, gold)
+    info = {
+        **score.extra_info(),
+        "tau_action_f1": f1,
+        "tau_calls": float(log.num_calls),
+        "tau_user_turns": float(log.hook_state.get("user_turns", 0)),
+    }
+    return {"reward_score": mixed_reward(score, f1, f1_weight), "reward_extra_info": info}
+
+
+@register(NAME)
+class AstraTauRewardManager(RewardManagerBase):
+    """See the module docstring."""
+
+    def __init__(
+        self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None, **kwargs
+    ):
+        super().__init__(config, tokenizer, compute_score)
+        require_rule_based(config, NAME)
+        # Lazy: the trainer's sandbox settings reader lives with the BFCL scorer.
+        from astra_verl.eval.bfcl_score import trainer_sandbox_config
+
+        self.sandbox_config = trainer_sandbox_config(config)
+        missing = [p for p in tau.SANDBOX["packages"] if p not in self.sandbox_config.packages]
+        if missing:
+            raise ValueError(
+                f"astra_tau replays τ-bench's tools in the sandbox: astra.sandbox.packages needs {missing}"
+            )
+        self.f1_weight = RewardSettings.from_config(config).tau_f1_weight
+
+    async def score(self, non_tensor: dict) -> dict:
+        _, target, log = read_sample(non_tensor, parse_target, _check_hook)
+        sandbox = worker_context().sandbox(self.sandbox_config)
+        return await score_episode(sandbox, target, log, self.f1_weight)
+
+    async def run_single(self, data: DataProto) -> dict:
+        return await self.score(last_outputs(data))
