@@ -31,6 +31,7 @@ def _plt():
 
     return plt
 
+
 # several series in one plot: the funnel's ok / rejected colours first, then neutral ones
 SERIES_COLORS = ("#55a868", "#dd8452", "#4c72b0", "#8172b3", "#937860")
 
