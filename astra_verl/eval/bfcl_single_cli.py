@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import re
 import sys
 import time
@@ -30,6 +29,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from astra_verl.eval.endpoint_args import llm_config
 from env_registry.clikit import add_quiet
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
@@ -109,28 +109,6 @@ def interrupted(args: argparse.Namespace) -> str:
     return f"scored entries are saved in {run_dir(args) / 'results.jsonl'}; rerun the same command to run only the rest"
 
 
-def _llm(args: argparse.Namespace) -> Any:
-    from data_synth.llm import LLMConfig
-    from env_registry.clikit import UsageError
-
-    try:
-        extra_body = json.loads(args.extra_body) if args.extra_body else {}
-    except ValueError as exc:
-        raise UsageError(f"--extra-body is not JSON: {exc}") from None
-    return LLMConfig(
-        base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
-        model=args.model,
-        api_key_env=args.api_key_env,
-        max_concurrency=args.concurrency,
-        timeout_s=args.timeout,
-        max_retries=args.retries,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens or None,
-        extra_body=extra_body,
-        cache=not args.no_cache,
-    )
-
-
 def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids: set[str]) -> None:
     """Print and write (table.md, bfcl_single.png) the per-category table and BFCL's aggregates."""
     from astra_verl.eval import bfcl_single_report as rep
@@ -178,7 +156,7 @@ async def _model(args: argparse.Namespace, out: Path) -> AsyncIterator[tuple[Any
         return
     from data_synth.llm import LLMUnavailable, build_client
 
-    client = build_client(_llm(args), cache_path=out / "llm_cache.sqlite")
+    client = build_client(llm_config(args), cache_path=out / "llm_cache.sqlite")
     try:
 
         async def ask(messages, tools):
@@ -203,7 +181,7 @@ def _check_source(args: argparse.Namespace) -> str:
         raise UsageError("--base-url needs --model (the model name the server knows)")
     from data_synth.llm import LLMFlags, preflight
 
-    llm = _llm(args)
+    llm = llm_config(args)
     preflight(llm, flags=LLMFlags(""))
     return llm.describe()
 

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_verl.eval import bfcl_single_cli, tau_cli  # light: their heavy imports are inside the commands
+from astra_verl.eval.endpoint_args import llm_config
 from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 
 # Every command imports what it needs when it runs (verl, transformers, bfcl_eval, the sandbox,
@@ -223,27 +224,6 @@ def run_dir(args: argparse.Namespace) -> Path:
     return Path(args.out or Path("runs") / "bfcl" / re.sub(r"[^\w.-]+", "_", args.model))
 
 
-def _llm_config(args: argparse.Namespace) -> Any:
-    from data_synth.llm import LLMConfig
-
-    try:
-        extra_body = json.loads(args.extra_body) if args.extra_body else {}
-    except ValueError as exc:
-        raise UsageError(f"--extra-body is not JSON: {exc}") from None
-    return LLMConfig(
-        base_urls=[u.strip() for u in args.base_url.split(",") if u.strip()],
-        model=args.model,
-        api_key_env=args.api_key_env,
-        max_concurrency=args.concurrency,
-        timeout_s=args.timeout,
-        max_retries=args.retries,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens or None,
-        extra_body=extra_body,
-        cache=not args.no_cache,
-    )
-
-
 def cmd_bfcl(args: argparse.Namespace) -> int:
     from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
@@ -252,7 +232,7 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
     from data_synth.llm import LLMFlags, LLMUnavailable, build_client, preflight
 
     out = run_dir(args)
-    llm = _llm_config(args)
+    llm = llm_config(args)
     preflight(llm, flags=LLMFlags(""))
     data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
     results = ResultsFile(out / "results.jsonl")
