@@ -16,10 +16,12 @@ from data_synth.traj.report import write_report
 def figures(monkeypatch):
     """Every figure a report draws, by title, kept open for inspection."""
     drawn = {}
-    monkeypatch.setattr(report_mod.plt, "close", lambda fig: drawn.setdefault(fig.axes[0].get_title(), fig))
+    plt = report_mod._plt()  # pyplot is imported at the first plot (a fast --help)
+    monkeypatch.setattr(plt, "close", lambda fig: drawn.setdefault(fig.axes[0].get_title(), fig))
     yield drawn
+    monkeypatch.undo()
     for fig in drawn.values():
-        report_mod.plt.close(fig)
+        plt.close(fig)
 
 
 def _funnel(tmp_path) -> Funnel:
