@@ -19,14 +19,13 @@ field and the sample: a broken rollout must stop the run, not train on silent ze
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from pydantic import Field
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from astra_verl.reward.f1 import DEFAULT_EPS, RewardMode, score_episode
+from astra_verl.reward.f1 import RewardMode, score_episode
 from astra_verl.reward.sample import (
     RewardInputError,
     last_outputs,
@@ -35,8 +34,8 @@ from astra_verl.reward.sample import (
     read_sample,
     require_rule_based,
 )
+from astra_verl.reward.settings import RewardSettings
 from astra_verl.rollout.config import select_key
-from astra_verl.strict import StrictModel
 
 __all__ = [
     "AstraF1RewardManager",
@@ -51,23 +50,6 @@ __all__ = [
     "read_sample",
     "require_rule_based",
 ]
-
-
-class RewardSettings(StrictModel):
-    """The `astra.reward` section of a recipe."""
-
-    section = "astra.reward"
-
-    eps: float = Field(DEFAULT_EPS, gt=0)  # guards precision's n_hat / (c + eps) at c = 0
-    # The root sub-question counts only when the final answer commits to its answer (docs/reward.md);
-    # False is ASTRA's plain F1, for ablations.
-    root_answer: bool = True
-    # astra_tau only (astra_verl.eval.tau_reward): the weight of our F1 mixed into τ-bench's reward
-    tau_f1_weight: float = Field(0.0, ge=0, le=1)
-
-    @classmethod
-    def from_config(cls, config: Any) -> RewardSettings:
-        return cls.from_mapping(select_key(config, "astra.reward"))
 
 
 class AstraRewardManager(RewardManagerBase):

@@ -121,14 +121,18 @@ def descendants(pid: int) -> set[int]:
 
 async def assert_no_stray_processes(pool: SandboxPool, sessions=()) -> None:
     """Every session process the pool still holds is one of `sessions`' current processes, and
-    the pool's process tree holds no more than its workers, their spares and those sessions."""
+    the pool's process tree (its workers' processes and theirs) holds no more than its workers,
+    their spares and those sessions."""
     wanted = {pool.session_pid(s) for s in sessions} - {None}
     wrappers = 2 if pool.backend == "bwrap" else 0  # bwrap, and its pid 1 inside the namespace
     bound = pool.config.workers * (wrappers + 1 + SPARE_SESSIONS) + len(wanted)
     deadline = time.monotonic() + 5
     while True:
         held = {p.pid for w in pool._workers if w is not None for p in w.procs.values()}
-        tree = descendants(os.getpid())
+        # The pool's own processes only: other tests of the same run may leave children of this
+        # process running (a served model, Ray), which are not the pool's to answer for.
+        roots = [w.popen.pid for w in pool._workers if w is not None and w.popen is not None]
+        tree = set(roots).union(*(descendants(r) for r in roots))
         if held <= wanted and len(tree) <= bound:
             return
         assert time.monotonic() < deadline, f"stray session processes: held {held - wanted}, tree {len(tree)} > {bound}"
