@@ -279,13 +279,7 @@ class LandlockRules:
         )
         try:
             for path, rights in paths:
-                prepared = self._rule(path, rights)
-                if prepared is None:
-                    continue
-                try:
-                    self._add(ruleset, prepared[1])
-                finally:
-                    os.close(prepared[0])
+                self._add_path(ruleset, path, rights)
         except BaseException:
             os.close(ruleset)
             raise
@@ -299,6 +293,16 @@ class LandlockRules:
         allowed = rights if os.path.isdir(path) else rights & _FILE_ONLY
         return fd, ctypes.create_string_buffer(struct.pack("=Qi", allowed, fd), 12)
 
+    def _add_path(self, ruleset: int, path: str, rights: int) -> None:
+        """A rule for `path` (missing paths are skipped), its O_PATH descriptor closed after."""
+        prepared = self._rule(path, rights)
+        if prepared is None:
+            return
+        try:
+            self._add(ruleset, prepared[1])
+        finally:
+            os.close(prepared[0])
+
     def ruleset(self, write_paths: list[str]) -> int:
         """A ruleset fd allowing reads below the prepared paths and everything below `write_paths`."""
         buf = ctypes.create_string_buffer(self.attr, len(self.attr))
@@ -310,13 +314,7 @@ class LandlockRules:
             for rule in self.rules:
                 self._add(ruleset, rule)
             for path in write_paths:
-                prepared = self._rule(path, self.handled)
-                if prepared is None:
-                    continue
-                try:
-                    self._add(ruleset, prepared[1])
-                finally:
-                    os.close(prepared[0])
+                self._add_path(ruleset, path, self.handled)
         except BaseException:
             os.close(ruleset)
             raise
