@@ -92,7 +92,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["astra_verl*", "env_registry*", "data_synth*"])
+    packages=find_packages(include=["astra_foundation*", "astra_verl*", "env_registry*", "data_synth*"])
     + find_namespace_packages(include=["hydra_plugins", "hydra_plugins.*"])
     + ["astra_verl_recipes"],
     # The recipes live in the top-level `recipes/` folder and ship as the package

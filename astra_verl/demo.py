@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from astra_verl.sandbox import describe_isolation
+from astra_foundation.sandbox import describe_isolation
 
 STAGE_TIMEOUT_S = 900
 ANSI_CODES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

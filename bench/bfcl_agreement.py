@@ -156,8 +156,8 @@ def ours_prompt(data, plan: dict[str, tuple[int, list[str]]], work: Path) -> dic
     """astra_tool_agent (recipe astra_bfcl_eval) on the scripted texts, scored by our scorer."""
     from transformers import AutoTokenizer
 
+    from astra_verl.calls.call_log import EpisodeLog
     from astra_verl.eval.bfcl_score import trainer_sandbox_config
-    from astra_verl.rollout.call_log import EpisodeLog
     from astra_verl.rollout.context import worker_context
     from astra_verl.rollout.testing import run
     from astra_verl.tiny_model import build
@@ -181,9 +181,9 @@ def ours_prompt(data, plan: dict[str, tuple[int, list[str]]], work: Path) -> dic
 
 def ours_fc(data, plan: dict[str, tuple[int, list[dict]]]) -> dict[str, tuple]:
     """The eval chat rollout (OpenAI tool calls through the LLM client), scored by our scorer."""
+    from astra_foundation.llm import LLMClient, ScriptedBackend
+    from astra_foundation.sandbox import SandboxConfig, SandboxPool
     from astra_verl.eval.chat_rollout import ChatRollout
-    from astra_verl.sandbox import SandboxConfig, SandboxPool
-    from data_synth.llm import LLMClient, ScriptedBackend
 
     def respond(step: str, payload: dict) -> dict:
         replies = plan[step][1]

@@ -41,7 +41,7 @@ from typing import Any
 
 from benchkit import machine_line
 
-from data_synth.llm.config import LLMConfig, add_llm_arguments
+from astra_foundation.llm.config import LLMConfig, add_llm_arguments
 from env_registry.cli_rl import proposer_config, recover_rows
 from env_registry.export_rl import answers_by_tool, to_rl_row
 from env_registry.families.procedural import generate

@@ -72,12 +72,12 @@ import reward_phrasings as phrasings  # noqa: E402
 from benchkit import Report, machine_line  # noqa: E402
 from reward_rules import RULES, Rule, Scored, ours, plain, plain_rule_solved, plain_rule_solved_by_call  # noqa: E402, F401
 
+from astra_foundation.sandbox import SandboxConfig, SandboxPool  # noqa: E402
+from astra_verl.calls.call_log import CallRecord, EpisodeLog  # noqa: E402
+from astra_verl.calls.solved import root_question  # noqa: E402
 from astra_verl.reward.f1 import precision_recall_f1, score_episode  # noqa: E402
-from astra_verl.reward.solved import root_question  # noqa: E402
-from astra_verl.rollout.call_log import CallRecord, EpisodeLog  # noqa: E402
 from astra_verl.rollout.call_parsing import ParsedCall  # noqa: E402
 from astra_verl.rollout.toolset import ToolCatalog, Toolset  # noqa: E402
-from astra_verl.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402
 from env_registry.rows import RowInfo, ToolRef  # noqa: E402
 from env_registry.spec import EnvSpec, SubQuestion, ToolSpec  # noqa: E402

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.reward.f1 import score_episode
-from astra_verl.rollout.call_log import EpisodeLog
 from env_registry.spec import EnvSpec, SubQuestion
 
 Template = Callable[["Facts"], str | None]

@@ -114,10 +114,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from transformers import AutoTokenizer
 
+    from astra_foundation.sandbox import SandboxPool
     from astra_verl.rollout.config import sandbox_settings
     from astra_verl.rollout.context import RolloutContext
     from astra_verl.rollout.testing import ScriptedServer, compose_trainer_config, make_loop, run
-    from astra_verl.sandbox import SandboxPool
     from astra_verl.tiny_model import build
     from env_registry.families.procedural import generate
     from env_registry.rows import RowInfo, ToolRef
@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> None:
     run(run_many(stock, len(rows), 4))
 
     # check the scripted episodes really solve their environments (ours only logs it)
-    from astra_verl.rollout.call_log import EpisodeLog
+    from astra_verl.calls.call_log import EpisodeLog
 
     check_server = ScriptedServer(tok, script)
     out = run(ours(check_server, None).run({}, **episode_kwargs(0)))

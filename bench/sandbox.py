@@ -43,8 +43,8 @@ import time
 
 from benchkit import Report, machine_line, median, ms, percentile, verdict
 
-from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
-from astra_verl.sandbox.launch import bwrap_args, bwrap_probe, python_executable
+from astra_foundation.sandbox import Module, Program, SandboxConfig, SandboxPool
+from astra_foundation.sandbox.launch import bwrap_args, bwrap_probe, python_executable
 
 # A typical synthesized ASTRA tool: hard-coded mock data, defensive validation, a dict result.
 TOOL = """

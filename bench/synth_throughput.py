@@ -6,7 +6,7 @@
 The domains are the bundled sample (12 domains x 26 = 312 environments; `--input` takes
 ASTRA's en/domains.jsonl instead: 39 domains, use --envs-per-domain 8 for the same 312).
 
-A loopback server (`data_synth.llm.fake_server`, its own process) answers every request after
+A loopback server (`astra_foundation.llm.fake_server`, its own process) answers every request after
 `--latency` seconds (or a lognormal draw with that mean: `--jitter 1` is a long tail) with the
 canned, valid reply of `data_synth.env.canned`, so every record goes the whole way: decompose,
 necessity, four judges, select, tool synthesis with the real sandbox check, merge with
@@ -45,7 +45,7 @@ from data_synth.env.seeds import sample_input
 
 def start_server(latency: float, jitter: float) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "data_synth.llm.fake_server", "--latency", str(latency), "--jitter", str(jitter),
+        [sys.executable, "-m", "astra_foundation.llm.fake_server", "--latency", str(latency), "--jitter", str(jitter),
          "--responder", "data_synth.env.canned:respond_http"],
         stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -7,7 +7,7 @@ which sub-questions' answers echo an argument of their golden call.
   number of candidates.
 - Echo answers: a sub-question whose answer equals an argument of its golden call (the max of
   [3, 7, 5] is 7) is retrieved only by that golden call; the reward matches the golden call
-  without the echo mask (`astra_verl.reward.solved`), every other call with it.
+  without the echo mask (`astra_verl.calls.solved`), every other call with it.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@
     python -m env_registry schema
 
 The store defaults to $ASTRA_ENV_STORE, else ./env_store. Exit status (as every astra-verl
-command line, `env_registry.clikit`): 0 when everything passed, 1 when some record or environment
+command line, `astra_foundation.clikit`): 0 when everything passed, 1 when some record or environment
 was rejected or failed validation, 2 when the command could not run (usage, unreadable input,
 unwritable output), 130 when interrupted.
 """
@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.clikit import UsageError, add_quiet, run_async, run_cli
 from env_registry import cli_rl_flags
-from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 
 # The commands' modules (sympy, pyarrow, networkx, jsonschema: over a second) are bound by `_load`
 # when a command runs, so `--help` answers at once. The flags' help needs a few of their names:
@@ -50,7 +50,7 @@ def _load() -> None:
     import networkx as nx
     from tqdm.auto import tqdm
 
-    from astra_verl.strict import SettingsError
+    from astra_foundation.strict import SettingsError
     from env_registry import cli_rl
     from env_registry.answer_stats import AnswerCounts
     from env_registry.export import (

@@ -20,8 +20,8 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
-from data_synth.llm.config import LLMConfig, build_client
-from env_registry.clikit import UsageError, run_async
+from astra_foundation.clikit import UsageError, run_async
+from astra_foundation.llm.config import LLMConfig, build_client
 from env_registry.export import DEFAULT_SYSTEM_PROMPT
 from env_registry.export_rl import write_rl_rows
 from env_registry.importers.astra import Conversion, RlRow, convert

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from data_synth.llm.config import add_llm_arguments
+from astra_foundation.llm.config import add_llm_arguments
 
 
 class _BudgetDefaults:

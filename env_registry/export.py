@@ -53,7 +53,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef, compact_tool, distractor_key
 from env_registry.spec import EnvSpec
 

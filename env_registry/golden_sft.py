@@ -50,8 +50,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
-from astra_verl.sandbox import BatchJob, Module, Program, run_programs
-from astra_verl.strict import StrictModel
+from astra_foundation.sandbox import BatchJob, Module, Program, run_programs
+from astra_foundation.strict import StrictModel
 from env_registry import call_errors
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo, row_env, row_tool

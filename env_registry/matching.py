@@ -1,7 +1,7 @@
 """Does a text contain an answer, and is a call the right one? The matching rules used everywhere.
 
 Golden-call validation (`env_registry.validate`), the "solved" test of the reward
-(`astra_verl.reward.solved`) and synthesis checks all call these functions, so an answer that
+(`astra_verl.calls.solved`) and synthesis checks all call these functions, so an answer that
 validates is exactly an answer the reward recognises.
 
 Rules (see `AnswerRule`):

@@ -55,7 +55,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from astra_verl.sandbox import Module, Program
+from astra_foundation.sandbox import Module, Program
 from env_registry.arguments import argument_validator
 from env_registry.matching import answer_in_output, answer_number
 from env_registry.spec import tool_module
@@ -606,7 +606,7 @@ async def recover_row(
     row: RowTools, sandbox: Any, budget: Budget = Budget(), propose: Proposer | None = None
 ) -> RowRecovery:
     """Recover the golden call of every target answer of `row` that the search can pin down
-    (see the module docstring); `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`.
+    (see the module docstring); `sandbox` implements `astra_foundation.sandbox.protocol.Sandbox`.
     `propose` (a model, `env_registry.recovery_llm`) is asked only for answers no LLM-free
     candidate produced."""
     t0 = time.monotonic()

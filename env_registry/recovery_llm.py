@@ -7,7 +7,7 @@ more: each runs in the sandbox beside the LLM-free candidates and the same accep
 (exactly one call, up to argument order, produces the answer, and reproduces it in two fresh
 sessions). A reply that is not JSON, or a model that does not answer, proposes nothing.
 
-Requests go through the synthesis client (`data_synth.llm`, step `recover.propose`), so a
+Requests go through the synthesis client (`astra_foundation.llm`, step `recover.propose`), so a
 server, a scripted responder (tests) or the response cache serve them alike.
 """
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from data_synth.llm.client import LLMClient
-from data_synth.llm.types import LLMError
+from astra_foundation.llm.client import LLMClient
+from astra_foundation.llm.types import LLMError
 from env_registry.recovery import Proposer, Recovered, RowTools
 
 __all__ = ["STEP", "llm_proposer"]

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError, model_validator
 
-from astra_verl.strict import SettingsError, StrictModel
+from astra_foundation.strict import SettingsError, StrictModel
 from env_registry.spec import EnvSpec, ToolSpec
 from env_registry.store import EnvStore
 

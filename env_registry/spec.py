@@ -300,7 +300,7 @@ class TargetSubQuestion(_Model):
     match: AnswerRule = Field(default_factory=AnswerRule)
     call_check: CallCheck | None = None  # None: any own call of `tool` whose output holds the answer
     # the sub-questions its answer is computed from (a comparison leaf's measurements): a leaf
-    # counts only when they were solved in the episode (`astra_verl.reward.solved`)
+    # counts only when they were solved in the episode (`astra_verl.calls.solved`)
     depends_on: list[str] = Field(default_factory=list)
     _ADDED: ClassVar[tuple[str, ...]] = ("call_check", "depends_on")
 

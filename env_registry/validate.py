@@ -66,7 +66,7 @@ import networkx as nx
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxPool
+from astra_foundation.sandbox import Module, Program, SandboxConfig, SandboxPool
 from env_registry.arguments import argument_validator, schema_error
 from env_registry.families import bfcl, tau
 from env_registry.family_rules import DEFAULT as DEFAULT_RULES
@@ -508,7 +508,7 @@ def _call_text(env: EnvSpec, call: ReplayCall) -> str:
 
 async def replay_outputs(env: EnvSpec, sandbox: Any, calls: Sequence[ReplayCall]) -> list[Any]:
     """The `CallResult` of each call, in order, all run in one fresh sandbox session.
-    `sandbox` implements `astra_verl.sandbox.protocol.Sandbox`."""
+    `sandbox` implements `astra_foundation.sandbox.protocol.Sandbox`."""
     program = Program(tuple(Module(name=tool_module(t.name, env.id), source=t.source) for t in env.tools))
     session = await sandbox.open_session(program)
     try:

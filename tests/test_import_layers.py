@@ -19,17 +19,21 @@ def lint(config, cwd=REPO):
     )  # fmt: skip
 
 
+def copy_packages(dest):
+    for package in ("astra_foundation", "astra_verl", "env_registry", "data_synth"):
+        subprocess.run(["cp", "-r", str(REPO / package), str(dest / package)], check=True)
+
+
 def test_the_layers_hold():
     proc = lint(CONTRACT)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    assert "3 kept, 0 broken" in proc.stdout
+    assert "4 kept, 0 broken" in proc.stdout
 
 
 def test_a_wrong_way_import_breaks_the_contract(tmp_path):
-    # A copy of the three packages in which the sandbox (the bottom layer) imports the agent loop.
-    for package in ("astra_verl", "env_registry", "data_synth"):
-        subprocess.run(["cp", "-r", str(REPO / package), str(tmp_path / package)], check=True)
-    wrong = tmp_path / "astra_verl" / "sandbox" / "config.py"
+    # A copy of the four packages in which the sandbox (the ground floor) imports the agent loop.
+    copy_packages(tmp_path)
+    wrong = tmp_path / "astra_foundation" / "sandbox" / "config.py"
     wrong.write_text(
         wrong.read_text()
         + textwrap.dedent("""
@@ -39,4 +43,14 @@ def test_a_wrong_way_import_breaks_the_contract(tmp_path):
     )
     proc = lint(CONTRACT, cwd=tmp_path)
     assert proc.returncode != 0
-    assert "astra_verl.sandbox.config -> astra_verl.rollout.agent_loop" in proc.stdout
+    assert "astra_foundation.sandbox.config -> astra_verl.rollout.agent_loop" in proc.stdout
+
+
+def test_rollout_and_reward_do_not_import_each_other(tmp_path):
+    # They share the episode contract (astra_verl.calls) below both; an import across is a circle.
+    copy_packages(tmp_path)
+    wrong = tmp_path / "astra_verl" / "reward" / "f1.py"
+    wrong.write_text(wrong.read_text() + "\nfrom astra_verl.rollout import toolset  # noqa: E402\n")
+    proc = lint(CONTRACT, cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "astra_verl.reward.f1 -> astra_verl.rollout.toolset" in proc.stdout

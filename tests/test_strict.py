@@ -8,15 +8,15 @@ import pkgutil
 
 import pytest
 
+from astra_foundation.sandbox import SandboxConfig
+from astra_foundation.strict import SettingsError, StrictModel
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval.chat_rollout import ChatEpisode
 from astra_verl.platform.hf_rollout import HFRolloutOptions
 from astra_verl.reward.managers import RewardSettings
 from astra_verl.rollout.agent_loop import LoopEpisode
-from astra_verl.rollout.call_log import CallRecord, EpisodeLog
 from astra_verl.rollout.config import AstraRolloutConfig, RolloutSettings
 from astra_verl.rollout.episode import Episode
-from astra_verl.sandbox import SandboxConfig
-from astra_verl.strict import SettingsError, StrictModel
 from astra_verl.training.batch_filling import BatchFillingConfig
 from astra_verl.training.sampler import SamplerKwargs
 from data_synth.traj.config import TrajConfig

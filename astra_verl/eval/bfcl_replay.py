@@ -9,7 +9,7 @@ checker accept every entry; `wrong_calls` breaks each entry (drops the last call
 turn that has any) so the checker must reject it.
 
 Two drivers share the scripts:
-- `responder(...)`: a `data_synth.llm` scripted-backend responder for `ChatRollout` (the CLI);
+- `responder(...)`: a `astra_foundation.llm` scripted-backend responder for `ChatRollout` (the CLI);
 - `hermes_script(...)`: the assistant texts (hermes `<tool_call>` blocks) for a scripted verl
   server manager driving `astra_tool_agent`.
 """
@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.clikit import run_async
+from astra_foundation.llm import LLMClient, ScriptedBackend
+from astra_foundation.sandbox import SandboxPool
+from astra_verl.calls.call_log import CallStatus, EpisodeLog
 from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
 from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
 from astra_verl.eval.bfcl_score import BfclScoringError, call_string, execute_steps, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
-from astra_verl.rollout.call_log import CallStatus, EpisodeLog
 from astra_verl.rollout.context import drop_worker_context, worker_context
-from astra_verl.sandbox import SandboxPool
-from data_synth.llm import LLMClient, ScriptedBackend
-from env_registry.clikit import run_async
 from env_registry.families.bfcl import BfclEntry, Call, ReplayError, parse_call, turn_calls  # noqa: F401
 
 # ReplayError and parse_call (imported above) are re-exported: the family parses ground truth (env

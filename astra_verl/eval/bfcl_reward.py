@@ -26,6 +26,7 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval import bfcl_hook
 from astra_verl.eval.bfcl_score import check_sandbox_config, score_episode, trainer_sandbox_config
 from astra_verl.reward.sample import (
@@ -35,7 +36,6 @@ from astra_verl.reward.sample import (
     read_sample,
     require_rule_based,
 )
-from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.rollout.context import worker_context
 from env_registry.families.bfcl import TARGET_VERSION, BfclTarget
 

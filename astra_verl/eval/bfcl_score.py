@@ -39,10 +39,10 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbox
+from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.config import sandbox_settings
-from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
 
 CHECKER_MODULE = "bfcl_checker"

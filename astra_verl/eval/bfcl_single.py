@@ -37,8 +37,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from astra_verl.eval import results
-from astra_verl.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 
 RESULTS_VERSION = 1
 STYLES = ("fc", "prompting")

@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.clikit import add_quiet
 from astra_verl.eval.endpoint_args import llm_config
-from env_registry.clikit import add_quiet
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 
@@ -130,8 +130,8 @@ def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids
 
 def _selection(args: argparse.Namespace, out: Path) -> tuple[list[Any], Any]:
     """The entries to run and the run's results file (usage errors name what to change)."""
+    from astra_foundation.clikit import UsageError
     from astra_verl.eval import bfcl_single as bs
-    from env_registry.clikit import UsageError
 
     ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
     try:
@@ -154,7 +154,7 @@ async def _model(args: argparse.Namespace, out: Path) -> AsyncIterator[tuple[Any
         )
         yield local.ask, (ContextOverflow,)
         return
-    from data_synth.llm import LLMUnavailable, build_client
+    from astra_foundation.llm import LLMUnavailable, build_client
 
     client = build_client(llm_config(args), cache_path=out / "llm_cache.sqlite")
     try:
@@ -169,7 +169,7 @@ async def _model(args: argparse.Namespace, out: Path) -> AsyncIterator[tuple[Any
 
 def _check_source(args: argparse.Namespace) -> str:
     """Preflight of the endpoint, or the checkpoint folder's existence; what runs, in words."""
-    from env_registry.clikit import UsageError
+    from astra_foundation.clikit import UsageError
 
     if args.model_path:
         if not Path(args.model_path).is_dir():
@@ -179,7 +179,7 @@ def _check_source(args: argparse.Namespace) -> str:
         return f"checkpoint {args.model_path} (hf_cpu, batch {args.batch})"
     if not args.model:
         raise UsageError("--base-url needs --model (the model name the server knows)")
-    from data_synth.llm import LLMFlags, preflight
+    from astra_foundation.llm import LLMFlags, preflight
 
     llm = llm_config(args)
     preflight(llm, flags=LLMFlags(""))
@@ -187,9 +187,9 @@ def _check_source(args: argparse.Namespace) -> str:
 
 
 def cmd_single(args: argparse.Namespace) -> int:
+    from astra_foundation.clikit import run_async
+    from astra_foundation.sandbox import SandboxConfig, SandboxPool
     from astra_verl.eval import bfcl_single as bs
-    from astra_verl.sandbox import SandboxConfig, SandboxPool
-    from env_registry.clikit import run_async
 
     t0 = time.perf_counter()
     out = run_dir(args)

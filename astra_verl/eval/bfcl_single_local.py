@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from data_synth.llm.types import Completion, ToolCall, Usage
+from astra_foundation.llm.types import Completion, ToolCall, Usage
 
 
 class ContextOverflow(RuntimeError):

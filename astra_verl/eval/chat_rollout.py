@@ -6,7 +6,7 @@ the row's tools built by the rollout's `ToolCatalog` (schemas, argument validati
 program), one fresh sandbox session per episode, the row's environment hook (user turns, tools
 revealed mid-episode, termination), and the same `EpisodeLog`, so the same scorer reads it.
 
-A step: the conversation goes to the endpoint with the currently shown tools (`data_synth.llm`
+A step: the conversation goes to the endpoint with the currently shown tools (`astra_foundation.llm`
 client: retries, bounded concurrency, optional cache); the reply's tool calls run in order,
 each answered by a `tool` message; a reply without calls ends the user turn and the hook may
 deliver the next one. A call that cannot run (unknown tool, arguments that are not a JSON
@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
-from astra_verl.rollout.call_log import CallRecord, EpisodeLog, Termination
+from astra_foundation.llm.types import ToolCall
+from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import ParsedCall
 from astra_verl.rollout.episode import Episode
 from astra_verl.rollout.hooks import HookAction
 from astra_verl.rollout.toolset import ToolCatalog
-from data_synth.llm.types import ToolCall
 
 
 @dataclass
@@ -47,7 +47,7 @@ class ChatResult:
 
 
 class ChatRollout:
-    """Runs rows' episodes through `client` (a `data_synth.llm.LLMClient`) and `sandbox`."""
+    """Runs rows' episodes through `client` (a `astra_foundation.llm.LLMClient`) and `sandbox`."""
 
     def __init__(
         self,

@@ -36,9 +36,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.clikit import UsageError, add_quiet, run_async, run_cli
 from astra_verl.eval import bfcl_single_cli, tau_cli  # light: their heavy imports are inside the commands
 from astra_verl.eval.endpoint_args import llm_config
-from env_registry.clikit import UsageError, add_quiet, run_async, run_cli
 
 # Every command imports what it needs when it runs (verl, transformers, bfcl_eval, the sandbox,
 # the LLM client take seconds): `--help` and a usage error answer at once, and Ctrl-C during
@@ -188,8 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
+    from astra_foundation.sandbox import SandboxConfig
     from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES
-    from astra_verl.sandbox import SandboxConfig
     from env_registry.families.bfcl import MAX_OUTPUT_CHARS
 
     kw: dict[str, Any] = {
@@ -225,11 +225,11 @@ def run_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_bfcl(args: argparse.Namespace) -> int:
+    from astra_foundation.llm import LLMFlags, LLMUnavailable, build_client, preflight
+    from astra_foundation.sandbox import SandboxPool
     from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
     from astra_verl.eval.chat_rollout import ChatRollout
-    from astra_verl.sandbox import SandboxPool
-    from data_synth.llm import LLMFlags, LLMUnavailable, build_client, preflight
 
     out = run_dir(args)
     llm = llm_config(args)
@@ -302,11 +302,11 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
+    from astra_foundation.sandbox import SandboxPool
+    from astra_verl.calls.call_log import EpisodeLog
     from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
     from astra_verl.eval.bfcl_score import score_episode
-    from astra_verl.rollout.call_log import EpisodeLog
-    from astra_verl.sandbox import SandboxPool
 
     if not Path(args.results).is_file():
         raise UsageError(f"{args.results}: no such file; pass the results.jsonl a `bfcl` run wrote (in its --out)")
@@ -387,9 +387,9 @@ def _check_envs_inputs(args: argparse.Namespace) -> None:
 
 
 def cmd_envs(args: argparse.Namespace) -> int:
+    from astra_foundation.strict import SettingsError
     from astra_verl.eval import envs_report
     from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
-    from astra_verl.strict import SettingsError
 
     _check_envs_inputs(args)
     out = args.out or Path("runs") / "eval_envs" / f"{checkpoint_name(args.model_path)}_{Path(args.data).stem}"
@@ -461,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The command, its start-up imports inside `run_cli` (Ctrl-C there is one line, exit 130)."""
-    from data_synth.llm import PreflightError
+    from astra_foundation.llm import PreflightError
     from env_registry.families.bfcl import BfclDataError
 
     try:

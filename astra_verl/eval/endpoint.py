@@ -3,7 +3,7 @@
 The agent loop works on token ids (it builds the prompt with the checkpoint's chat template and
 parses the generated tokens itself), so the endpoint is asked for a plain completion of the token
 prompt (`/v1/completions`, `prompt` = the ids) and must return the ids it sampled (vLLM:
-`return_token_ids`), through the LLM client (`data_synth.llm`: endpoint pool, retries,
+`return_token_ids`), through the LLM client (`astra_foundation.llm`: endpoint pool, retries,
 concurrency). A chat endpoint would re-template the conversation and parse the calls itself:
 another episode than the one training runs.
 
@@ -19,7 +19,7 @@ from typing import Any
 
 from verl.workers.rollout.replica import TokenOutput
 
-from data_synth.llm import LLMClient
+from astra_foundation.llm import LLMClient
 
 _PASSED = ("temperature", "top_p", "top_k", "repetition_penalty", "seed")
 _IGNORED = ("logprobs",)

@@ -8,11 +8,11 @@ import argparse
 import json
 from typing import Any
 
-from env_registry.clikit import UsageError
+from astra_foundation.clikit import UsageError
 
 
 def llm_config(args: argparse.Namespace) -> Any:
-    from data_synth.llm import LLMConfig
+    from astra_foundation.llm import LLMConfig
 
     try:
         extra_body = json.loads(args.extra_body) if args.extra_body else {}

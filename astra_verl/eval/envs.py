@@ -42,15 +42,15 @@ from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import RolloutMode
 
+from astra_foundation.llm import LLMConfig, build_client
+from astra_foundation.strict import StrictModel
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.endpoint import EndpointServer
 from astra_verl.eval.results import ResultsFile
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
-from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
-from astra_verl.strict import StrictModel
-from data_synth.llm import LLMConfig, build_client
 from env_registry.rows import RowInfo, row_env
 from env_registry.shape import shape_of
 from env_registry.store import EnvStore

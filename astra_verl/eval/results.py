@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from data_synth.llm.types import json_text
+from astra_foundation.llm.types import json_text
 
 
 class ResultsFileError(ValueError):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from env_registry.clikit import add_quiet
+from astra_foundation.clikit import add_quiet
 
 
 def add_parser(sub: Any) -> None:

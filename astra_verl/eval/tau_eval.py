@@ -26,6 +26,9 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoTokenizer
 from verl.utils.ray_utils import get_event_loop
 
+from astra_foundation.clikit import UsageError
+from astra_foundation.strict import SettingsError, StrictModel
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.endpoint import EndpointServer
 from astra_verl.eval.envs import (
     EnvEvalConfig,
@@ -40,11 +43,8 @@ from astra_verl.eval.envs import (
 from astra_verl.eval.results import ResultsFile
 from astra_verl.eval.tau_reward import parse_target, score_episode
 from astra_verl.platform.hf_rollout import HFRolloutServer
-from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import make_loop
-from astra_verl.strict import SettingsError, StrictModel
-from env_registry.clikit import UsageError
 from env_registry.families import tau, tau_rows
 
 RESULTS_VERSION = 1

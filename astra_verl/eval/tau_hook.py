@@ -11,7 +11,7 @@ interaction_kwargs (strings only, parquet-friendly):
     user: "scripted" with script: JSON list of user messages (the first opens the conversation;
         after the last one the user says ###STOP###): tests and dry runs;
     user: "llm" with instruction, base_url, model (an OpenAI-compatible endpoint, through
-        `data_synth.llm`): τ-bench's default user strategy ("llm"): its system prompt (taken from
+        `astra_foundation.llm`): τ-bench's default user strategy ("llm"): its system prompt (taken from
         the installed τ-bench, `LLMUserSimulationEnv.build_system_prompt`), the conversation
         with roles swapped, opened by the agent's "Hi! How can I help you today?".
 
@@ -72,7 +72,7 @@ class LLMUser:
             {"role": "user", "content": OPENING},
         ]
         # One client per episode: a cached one would outlive the event loop it was made on.
-        from data_synth.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
+        from astra_foundation.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
 
         self.client = build_client(LLMConfig(base_urls=[base_url], model=model, cache=False))
 

@@ -22,13 +22,13 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from astra_foundation.sandbox import Module, Program, Sandbox
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval import tau_hook
 from astra_verl.reward.sample import RewardInputError, last_outputs, parse_ground_truth, read_sample, require_rule_based
 from astra_verl.reward.settings import RewardSettings
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, tau_score
-from astra_verl.rollout.call_log import EpisodeLog
 from astra_verl.rollout.context import worker_context
-from astra_verl.sandbox import Module, Program, Sandbox
 from env_registry.families import tau
 from env_registry.spec import tool_module
 

@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from env_registry.clikit import UsageError, run_cli
+from astra_foundation.clikit import UsageError, run_cli
 
 # The records and pages modules import matplotlib and the reward (sympy): seconds. They load
 # when a command runs, so `--help` answers at once (tests/test_cli_help.py).

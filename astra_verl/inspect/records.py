@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from astra_foundation.strict import SettingsError, StrictModel
+from astra_verl.calls.call_log import EXTRA_FIELDS_KEY, CallLogError, EpisodeLog
 from astra_verl.reward.f1 import score_episode
 from astra_verl.reward.sample import RewardInputError, parse_target
-from astra_verl.rollout.call_log import EXTRA_FIELDS_KEY, CallLogError, EpisodeLog
-from astra_verl.strict import SettingsError, StrictModel
 
 __all__ = [
     "EPISODES_DIR",
@@ -70,7 +70,7 @@ class EpisodeRecord(StrictModel):
     scores: dict[str, float] = Field(default_factory=dict, description="f1, precision, recall, counts (the reward's)")
     sub_questions: list[SubQuestionView] = Field(default_factory=list)
     prompt: list[dict[str, Any]] = Field(default_factory=list, description="the messages the episode started from")
-    episode: dict[str, Any] = Field(description="the call log (astra_verl.rollout.call_log.EpisodeLog.to_dict)")
+    episode: dict[str, Any] = Field(description="the call log (astra_verl.calls.call_log.EpisodeLog.to_dict)")
 
     def log(self) -> EpisodeLog:
         return EpisodeLog.from_dict(self.episode)

@@ -41,9 +41,9 @@ from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutMode, RolloutReplica, TokenOutput
 from verl.workers.rollout.utils import ensure_async_iterator
 
+from astra_foundation.strict import StrictModel
 from astra_verl.platform.hf_engine import GenerationRequest, HFEngine, torch_dtype
 from astra_verl.platform.sampling import SamplingParams
-from astra_verl.strict import StrictModel
 
 logger = logging.getLogger(__name__)
 logger.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))

@@ -35,7 +35,7 @@ from astra_verl.reward.sample import (
     require_rule_based,
 )
 from astra_verl.reward.settings import RewardSettings
-from astra_verl.rollout.config import select_key
+from astra_verl.trainer_config import select_key
 
 __all__ = [
     "AstraF1RewardManager",

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from astra_verl.rollout.call_log import CallLogError, EpisodeLog
-from astra_verl.rollout.config import select_key
+from astra_verl.calls.call_log import CallLogError, EpisodeLog
+from astra_verl.trainer_config import select_key
 from env_registry.spec import READABLE_SPEC_VERSIONS, RewardTarget
 
 if TYPE_CHECKING:

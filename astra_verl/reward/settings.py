@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import Field
 
+from astra_foundation.strict import StrictModel
 from astra_verl.reward.f1 import DEFAULT_EPS
-from astra_verl.rollout.config import select_key
-from astra_verl.strict import StrictModel
+from astra_verl.trainer_config import select_key
 
 __all__ = ["RewardSettings"]
 

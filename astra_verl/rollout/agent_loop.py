@@ -26,7 +26,7 @@ States (an explicit machine, as in verl's loop):
 Injected tokens (tool messages, user turns) have mask 0; `response_mask` is 1 exactly on the
 tokens the model generated (verl's continuous-token bookkeeping keeps that exact).
 
-Each call's `solved` is `astra_verl.reward.solved.solved_by_call` (the reward's definition) on
+Each call's `solved` is `astra_verl.calls.solved.solved_by_call` (the reward's definition) on
 the observation the model saw, i.e. after `max_tool_response_length` truncation, and only once
 the turn's tool messages entered the context: when they overflow `rollout.response_length` they
 are dropped, the episode ends (`max_length`) and those calls are logged `seen=False`, solving
@@ -69,13 +69,13 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
-from astra_verl.reward.solved import root_question, solved_by_call, solved_by_final_answer
+from astra_verl.calls.call_log import CallRecord, CallStatus, Termination
+from astra_verl.calls.solved import root_question, solved_by_call, solved_by_final_answer
 from env_registry.commit import commits
 
 # chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports
 # this module, so when chatml is imported first it is still half-initialised here.
 from . import chatml
-from .call_log import CallRecord, CallStatus, Termination
 from .call_parsing import ParsedCall, ParsedTurn, reporting_parser
 from .context import RolloutContext, worker_context
 from .episode import Episode

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from omegaconf import OmegaConf
-
-from astra_verl.sandbox import SandboxConfig
-from astra_verl.strict import StrictModel
+from astra_foundation.sandbox import SandboxConfig
+from astra_foundation.strict import StrictModel
+from astra_verl.trainer_config import select_key
 
 
 class AstraRolloutConfig(StrictModel):
@@ -73,20 +72,6 @@ class RolloutSettings(StrictModel):
     rollout: AstraRolloutConfig
     limits: TurnLimits
     sandbox: SandboxConfig
-
-
-def select_key(config: Any, key: str) -> Any:
-    """The value of dotted `key` in a trainer config (an OmegaConf node or plain dicts), as plain
-    containers; None when absent."""
-    if OmegaConf.is_config(config):
-        node = OmegaConf.select(config, key, default=None)
-        return OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
-    node = config
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
 
 
 def sandbox_settings(trainer_config: Any) -> SandboxConfig:

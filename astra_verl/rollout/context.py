@@ -24,7 +24,7 @@ import asyncio
 import weakref
 from typing import Any
 
-from astra_verl.sandbox import Sandbox, SandboxConfig, SandboxPool
+from astra_foundation.sandbox import Sandbox, SandboxConfig, SandboxPool
 
 from .config import RolloutSettings, read_settings
 from .toolset import ToolCatalog

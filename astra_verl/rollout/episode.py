@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from astra_verl.calls.call_log import EpisodeLog
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, RewardTarget
 
-from .call_log import EpisodeLog
 from .episode_hook import create_hook
 from .hooks import EnvironmentHook, HookError
 from .toolset import ToolCatalog, Toolset

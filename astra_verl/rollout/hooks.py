@@ -34,10 +34,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
-
-from .call_log import CallRecord, EpisodeLog
 
 
 class HookError(ValueError):

@@ -29,14 +29,14 @@ import jsonschema
 from cachetools import LRUCache
 from jsonschema.exceptions import best_match
 
-from astra_verl.sandbox.protocol import Module, Program
+from astra_foundation.sandbox.protocol import Module, Program
+from astra_verl.calls.call_log import CallRecord, CallStatus
 from env_registry import call_errors
 from env_registry.arguments import argument_validator
 from env_registry.rows import RowError, RowInfo, ToolRef, embedded_spec, embedded_tool
 from env_registry.spec import EnvSpec, RewardTarget, ToolSpec, tool_module
 from env_registry.store import EnvStore
 
-from .call_log import CallRecord, CallStatus
 from .call_parsing import ParsedCall
 
 MAX_LOGGED_RAW_CHARS = 4096  # raw text of an unparsable call kept in the log

@@ -48,7 +48,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 
 __all__ = [
     "BatchFiller",

@@ -49,10 +49,10 @@ from omegaconf import DictConfig, OmegaConf
 from verl.trainer.ppo.v1.replay_buffer import FILTER_GROUPS_REWARD_METRIC, ReplayBuffer
 from verl.utils.skip import SkipManager
 
+from astra_foundation.strict import StrictModel
 from astra_verl.inspect.records import episode_record, write_records
-from astra_verl.strict import StrictModel
+from astra_verl.reward.episode_metrics import episode_metrics
 from astra_verl.training.batch_filling import BatchFiller, BatchFillingConfig, Group, reward_means
-from astra_verl.training.metrics import episode_metrics
 
 __all__ = ["AstraReplayBuffer", "final_keys"]
 

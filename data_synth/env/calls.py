@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from data_synth.llm.extract import ReplyError, strip_reasoning
+from astra_foundation.llm.extract import ReplyError, strip_reasoning
 from env_registry.arguments import argument_validator
 from env_registry.calls import CallStatementError, parse_call_statement
 from env_registry.matching import normalize_text

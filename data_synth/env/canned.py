@@ -264,5 +264,5 @@ def step_of(payload: dict[str, Any]) -> str:
 
 
 def respond_http(payload: dict[str, Any]) -> str:
-    """`respond` for a fake HTTP endpoint (`python -m data_synth.llm.fake_server --responder ...`)."""
+    """`respond` for a fake HTTP endpoint (`python -m astra_foundation.llm.fake_server --responder ...`)."""
     return respond(step_of(payload), payload)

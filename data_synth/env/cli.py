@@ -42,10 +42,10 @@ import sys
 import time
 from pathlib import Path
 
+from astra_foundation.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
+from astra_foundation.llm import add_llm_arguments
 from data_synth.env.report import STEPS
-from data_synth.llm import add_llm_arguments
 from data_synth.pipeline.run_options import add_run_arguments
-from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
 
 PIPELINE = "env"
 # The step files each command writes, in pipeline order (`verify` also runs `select`).
@@ -65,7 +65,8 @@ def _load() -> None:
     """The pipeline's modules (sandbox, matching, stores, Ray: over a second of imports), bound in this
     module when a command runs, so `--help` answers at once (tests/test_cli_help.py). Idempotent."""
     global SandboxConfig, EnvContextFactory, Decompose, MergeTools, LabelNecessity, Publish, export_parquet, QA, Labeled, Merged, Published, Scored, Seed, Selected, Tooled, env_funnel, write_env_report, SeedError, load_seeds, parse_hops, sample_input, SynthesizeTools, Select, Verify, quality_threshold, LLMConfig, LLMSettingsError, preflight, RunStats, Shard, Step, StepContext, RunDirError, StoreError, read_outputs, run_chain, run_step, ManifestError, file_digest, read_manifest, run_step_ray, prepare_run_dir, EnvStore  # noqa: PLW0603
-    from astra_verl.sandbox import SandboxConfig
+    from astra_foundation.llm import LLMConfig, LLMSettingsError, preflight
+    from astra_foundation.sandbox import SandboxConfig
     from data_synth.env.context import EnvContextFactory
     from data_synth.env.decompose import Decompose
     from data_synth.env.merge import MergeTools
@@ -76,7 +77,6 @@ def _load() -> None:
     from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
     from data_synth.env.tools import SynthesizeTools
     from data_synth.env.verify import Select, Verify, quality_threshold
-    from data_synth.llm import LLMConfig, LLMSettingsError, preflight
     from data_synth.pipeline import RunDirError, RunStats, Shard, Step, StepContext, read_outputs, run_chain, run_step
     from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
     from data_synth.pipeline.ray_runner import run_step_ray

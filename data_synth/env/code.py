@@ -14,7 +14,7 @@ import ast
 import keyword
 from typing import Any
 
-from data_synth.llm.extract import ReplyError
+from astra_foundation.llm.extract import ReplyError
 from env_registry.arguments import schema_error
 from env_registry.spec import GoldenCall, ToolSpec
 from env_registry.validate import check_tool

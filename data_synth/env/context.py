@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from astra_verl.sandbox import SandboxConfig, SandboxPool
-from data_synth.llm import LLMConfig, build_client
+from astra_foundation.llm import LLMConfig, build_client
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
 from data_synth.pipeline import StepContext
 
 

@@ -30,11 +30,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from astra_foundation.llm.extract import ReplyError, extract_code, extract_json
+from astra_foundation.llm.scripted import scripted_source
 from data_synth.env.calls import parse_call, schema_problems
 from data_synth.env.code import code_problems
 from data_synth.env.records import BuiltTool, Merged, Tooled
-from data_synth.llm.extract import ReplyError, extract_code, extract_json
-from data_synth.llm.scripted import scripted_source
 from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
 from env_registry.call_key import derive_call_key

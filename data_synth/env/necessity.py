@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from astra_foundation.llm.extract import ReplyError
 from data_synth.env.records import QA, Labeled, Necessity
 from data_synth.env.trace import render_trace
-from data_synth.llm.extract import ReplyError
 from data_synth.pipeline import Reject, Step, StepContext
 from data_synth.prompts import load_prompt
 

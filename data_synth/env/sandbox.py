@@ -1,4 +1,4 @@
-"""Running candidate tools in the sandbox (`astra_verl.sandbox`), the only place they run.
+"""Running candidate tools in the sandbox (`astra_foundation.sandbox`), the only place they run.
 
 `run_tool_calls` opens one fresh session holding the given tools (module names as
 `env_registry.spec.tool_module` makes them, so a tool called `statistics` never shadows
@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from astra_verl.sandbox import CallResult, Module, Program
+from astra_foundation.sandbox import CallResult, Module, Program
 from env_registry.matching import answer_in_output
 from env_registry.spec import AnswerRule, tool_module
 

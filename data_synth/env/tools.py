@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from astra_foundation.llm.extract import ExtractError, ReplyError, extract_code
+from astra_foundation.llm.types import LLMOutputError
 from data_synth.env.calls import parse_call, schema_problems, ungrounded_values
 from data_synth.env.code import check_scaled, check_schema, code_problems
 from data_synth.env.records import BuiltTool, Selected, Tooled, TraceNode
 from data_synth.env.sandbox import format_call, output_problem, run_tool_calls
-from data_synth.llm.extract import ExtractError, ReplyError, extract_code
-from data_synth.llm.types import LLMOutputError
 from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
 from data_synth.prompts import load_prompt
 

@@ -23,8 +23,8 @@ from typing import Any
 
 import networkx as nx
 
+from astra_foundation.llm.extract import ReplyError
 from data_synth.env.records import TraceNode
-from data_synth.llm.extract import ReplyError
 
 MAX_ANSWER_WORDS = 25
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from astra_foundation.llm.extract import ReplyError
 from data_synth.env.records import JudgeScores, Labeled, Scored, Selected, TraceNode
 from data_synth.env.trace import render_trace
-from data_synth.llm.extract import ReplyError
 from data_synth.pipeline import Reject, Step, StepContext
 from data_synth.prompts import load_prompt
 

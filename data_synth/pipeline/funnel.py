@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from data_synth.llm.types import StepUsage
+from astra_foundation.llm.types import StepUsage
 from data_synth.pipeline.store import read_envelopes
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from astra_verl.strict import SettingsError, StrictModel
+from astra_foundation.strict import SettingsError, StrictModel
 
 __all__ = [
     "MANIFEST_FILE",

@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.clikit import add_quiet
 from data_synth.pipeline.manifest import forget_steps, record_settings
 from data_synth.pipeline.redo import redo_steps, retry_rejected
-from env_registry.clikit import add_quiet
 
 __all__ = ["add_run_arguments", "prepare_run_dir"]
 

@@ -39,8 +39,8 @@ from typing import Any, ClassVar, Generic, TypeVar
 from pydantic import ValidationError
 from tqdm.auto import tqdm
 
-from data_synth.llm.client import LLMClient, usage_scope
-from data_synth.llm.types import LLMOutputError, LLMUnavailable
+from astra_foundation.llm.client import LLMClient, usage_scope
+from astra_foundation.llm.types import LLMOutputError, LLMUnavailable
 from data_synth.pipeline.records import Envelope, Record, Reject
 from data_synth.pipeline.shard import Shard
 from data_synth.pipeline.store import Appender, RunDirError, read_envelopes, step_file

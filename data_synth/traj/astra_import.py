@@ -45,10 +45,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
+from astra_foundation.clikit import run_cli
 from data_synth.traj.export_sft import SFT_VERSION
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
-from env_registry.clikit import run_cli
 from env_registry.importers.sources import (
     SourceError,
     SourceRow,

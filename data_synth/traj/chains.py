@@ -26,7 +26,7 @@ from collections.abc import Hashable, Iterable, Sequence
 import networkx as nx
 from pydantic import model_validator
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 from data_synth.traj.records import Chain
 
 

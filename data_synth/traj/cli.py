@@ -48,9 +48,9 @@ from typing import Any
 
 import yaml
 
-from data_synth.llm import add_llm_arguments
+from astra_foundation.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
+from astra_foundation.llm import add_llm_arguments
 from data_synth.pipeline.run_options import add_run_arguments
-from env_registry.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
 
 PIPELINE = "traj"
 LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
@@ -61,7 +61,7 @@ def _load() -> None:
     """The pipeline's modules (graphs, stores, pyarrow: about a second of imports), bound in this
     module when a command runs, so `--help` answers at once (tests/test_cli_help.py). Idempotent."""
     global LLMConfig, LLMFlags, LLMSettingsError, preflight, RunStats, Shard, RunDirError, read_envelopes, read_outputs, ManifestError, file_digest, read_manifest, prepare_run_dir, astra_import, TrajConfig, plot_graph, write_graphml, expand_paths, GraphRecord, Server, STEP_ORDER, ContextFactory, Runner  # noqa: PLW0603
-    from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, preflight
+    from astra_foundation.llm import LLMConfig, LLMFlags, LLMSettingsError, preflight
     from data_synth.pipeline import RunDirError, RunStats, Shard, read_envelopes, read_outputs
     from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
     from data_synth.pipeline.run_options import prepare_run_dir

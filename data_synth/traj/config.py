@@ -12,7 +12,7 @@
     export:   {system_prompt: true, parallel_calls: keep}
     concurrency: 64
 
-Every section is a strict settings model (`astra_verl.strict.StrictModel`): a key it does not
+Every section is a strict settings model (`astra_foundation.strict.StrictModel`): a key it does not
 know, or a value of the wrong type, is an error naming the section, the key and the known keys.
 """
 
@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 from pydantic import Field
 
-from astra_verl.strict import SettingsError, StrictModel
+from astra_foundation.strict import SettingsError, StrictModel
 from data_synth.traj.chains import ChainConfig
 from data_synth.traj.export_sft import SFTExportConfig
 from data_synth.traj.graph import GraphConfig

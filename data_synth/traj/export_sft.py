@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.records import JudgedTrajectory, Trajectory
 

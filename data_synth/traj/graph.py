@@ -24,7 +24,7 @@ from typing import Any
 
 import networkx as nx
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 from data_synth.traj.compat import compat
 from data_synth.traj.records import ChainProposal, Edge, GraphRecord, Server
 

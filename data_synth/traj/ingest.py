@@ -32,7 +32,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 from data_synth.pipeline import Reject
 from data_synth.traj.records import DroppedTool, Server, Source, SourceRecord, ToolDoc
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_output, normalize_parameters

@@ -26,8 +26,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import model_validator
 
-from astra_verl.strict import StrictModel
-from data_synth.llm import Completion, LLMClient, ToolCall
+from astra_foundation.llm import Completion, LLMClient, ToolCall
+from astra_foundation.strict import StrictModel
 from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
 from data_synth.traj.records import Observation, ScoredTask, Server, ToolDoc, Trajectory, TrajectoryCall

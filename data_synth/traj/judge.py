@@ -23,8 +23,8 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from astra_verl.strict import StrictModel
-from data_synth.llm import LLMClient
+from astra_foundation.llm import LLMClient
+from astra_foundation.strict import StrictModel
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
 from data_synth.traj.records import Judgement, Server, Trajectory

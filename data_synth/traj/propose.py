@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from astra_verl.strict import StrictModel
-from data_synth.llm import LLMClient, LLMOutputError
+from astra_foundation.llm import LLMClient, LLMOutputError
+from astra_foundation.strict import StrictModel
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
 from data_synth.traj.graph import ChainProposal

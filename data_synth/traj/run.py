@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data_synth.llm import LLMConfig, build_client
+from astra_foundation.llm import LLMConfig, build_client
 from data_synth.pipeline import Funnel, RunStats, Shard, Step, StepContext, read_outputs, run_step
 from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.traj import steps as S

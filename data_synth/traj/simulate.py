@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from data_synth.llm import LLMClient
+from astra_foundation.llm import LLMClient
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
 from data_synth.traj.records import Observation, Server, ToolDoc

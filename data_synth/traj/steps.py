@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from data_synth.llm import LLMClient, LLMOutputError
+from astra_foundation.llm import LLMClient, LLMOutputError
 from data_synth.pipeline import Reject, Step, StepContext
 from data_synth.prompts import load_prompt
 from data_synth.traj import judge as judge_mod

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from astra_verl.strict import StrictModel
-from data_synth.llm import LLMClient, LLMOutputError
+from astra_foundation.llm import LLMClient, LLMOutputError
+from astra_foundation.strict import StrictModel
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
 from data_synth.traj.query_checks import check_query

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from astra_verl.sandbox import BatchJob, Module, Program, SandboxConfig, run_programs
+from astra_foundation.sandbox import BatchJob, Module, Program, SandboxConfig, run_programs
 from env_registry.family_rules import FamilyRules, ReplayCall
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, ToolSpec, tool_module
 

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from pydantic import model_validator
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 from env_registry.export import ABILITY, DATA_SOURCE_PREFIX, write_parquet
 from env_registry.families import tau
 from env_registry.rows import AGENT_NAME, RowInfo, ToolRef

@@ -1,7 +1,7 @@
 """A user's first hour with `data_synth env` and `data_synth traj`: dry runs of both pipelines,
 every bad input ends in one line and its exit status, run directories refuse to mix runs.
 
-Exit status (env_registry.clikit): 0 done, 1 some record errored / an input line was unreadable /
+Exit status (astra_foundation.clikit): 0 done, 1 some record errored / an input line was unreadable /
 nothing produced, 2 the command could not start. The CLIs run in-process (`main(argv)`)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from astra_foundation.llm.fake_server import FakeReply, serve_in_thread
 from data_synth.env.cli import main as env_main
-from data_synth.llm.fake_server import FakeReply, serve_in_thread
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.cli import main as traj_main
 

@@ -13,7 +13,8 @@ import re
 import pytest
 import pytest_asyncio
 
-from astra_verl.sandbox import SandboxConfig, SandboxPool
+from astra_foundation.llm import LLMClient, ScriptedBackend
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
 from data_synth.env import canned
 from data_synth.env.decompose import Decompose
 from data_synth.env.merge import MergeTools
@@ -21,7 +22,6 @@ from data_synth.env.necessity import LabelNecessity
 from data_synth.env.records import QA, Labeled, Merged, Scored, Seed, Selected, Tooled
 from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify
-from data_synth.llm import LLMClient, ScriptedBackend
 from data_synth.pipeline import StepContext, read_envelopes, read_outputs, run_step
 from env_registry.spec import EnvSpec
 from env_registry.validate import check_structure, replay_env

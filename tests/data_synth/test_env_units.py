@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from astra_foundation.llm import ReplyError
 from data_synth.env.calls import parse_call, schema_problems, ungrounded_values
 from data_synth.env.code import check_scaled, check_schema, code_problems
 from data_synth.env.necessity import check_legitimate, parse_labels
@@ -12,7 +13,6 @@ from data_synth.env.records import QA, Necessity, Seed
 from data_synth.env.seeds import SeedError, load_seeds, parse_hops, sample_input
 from data_synth.env.trace import parse_trace
 from data_synth.env.verify import quality_threshold, score_completeness, score_dependency, score_flags
-from data_synth.llm import ReplyError
 from data_synth.pipeline import Reject
 from data_synth.prompts import PROMPT_DIR, PromptError, load_prompt, parse_prompt
 

@@ -8,7 +8,7 @@ import pytest
 import pytest_asyncio
 from pydantic import BaseModel
 
-from data_synth.llm import (
+from astra_foundation.llm import (
     HTTPBackend,
     LLMClient,
     LLMConfig,
@@ -19,9 +19,9 @@ from data_synth.llm import (
     build_client,
     usage_scope,
 )
-from data_synth.llm.cache import cache_key
-from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply, latency_draws
-from data_synth.llm.http import EndpointPool, parse_retry_after
+from astra_foundation.llm.cache import cache_key
+from astra_foundation.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply, latency_draws
+from astra_foundation.llm.http import EndpointPool, parse_retry_after
 
 MSGS = [{"role": "user", "content": "hello"}]
 

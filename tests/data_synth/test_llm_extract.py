@@ -1,6 +1,6 @@
 import pytest
 
-from data_synth.llm import ExtractError, extract_code, extract_json, strip_reasoning
+from astra_foundation.llm import ExtractError, extract_code, extract_json, strip_reasoning
 
 
 def test_think_blocks_are_dropped():

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from data_synth.llm import LLMConfig, LLMFlags, LLMSettingsError, PreflightError, preflight
-from data_synth.llm.fake_server import chat_reply, serve_in_thread
+from astra_foundation.llm import LLMConfig, LLMFlags, LLMSettingsError, PreflightError, preflight
+from astra_foundation.llm.fake_server import chat_reply, serve_in_thread
 
 
 def _unused_port() -> int:

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 
+from astra_foundation.llm import LLMConfig, build_client
 from data_synth.env.decompose import Decompose
 from data_synth.env.records import Seed
 from data_synth.env.report import STEPS
-from data_synth.llm import LLMConfig, build_client
 from data_synth.pipeline import Funnel, StepContext, read_envelopes, run_step
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from data_synth.llm import LLMClient, ScriptedBackend
+from astra_foundation.llm import LLMClient, ScriptedBackend
 from data_synth.pipeline import (
     Appender,
     Envelope,
@@ -178,7 +178,7 @@ async def test_chain_streams_records_and_resumes_mid_chain(tmp_path):
 KILL_SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
-    from data_synth.llm import LLMClient, ResponseCache, ScriptedBackend
+    from astra_foundation.llm import LLMClient, ResponseCache, ScriptedBackend
     from data_synth.pipeline import Record, Reject, Step, StepContext, run_step
 
     class Item(Record):

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from data_synth.llm import LLMConfig, LLMOutputError, build_client
+from astra_foundation.llm import LLMConfig, LLMOutputError, build_client
 from data_synth.pipeline import Reject, StepContext, process_one
 from data_synth.prompts import PROMPT_DIR, load_prompt
 from data_synth.traj import steps as S
@@ -484,7 +484,7 @@ def test_simulator_sees_schema_args_history_and_the_query_in_half_the_episodes()
 
 
 def test_check_call_uses_the_json_schema():
-    from data_synth.llm import ToolCall
+    from astra_foundation.llm import ToolCall
 
     ok = ToolCall.from_openai(
         {"function": {"name": "add_to_cart", "arguments": '{"product_id": "a", "quantity": 1}'}}, 0

@@ -11,7 +11,7 @@ import sys
 
 import mcp  # the test extra installs it: a missing one is an error, not a skip
 
-from data_synth.llm import LLMConfig, build_client
+from astra_foundation.llm import LLMConfig, build_client
 from data_synth.pipeline import StepContext, process_one
 from data_synth.traj import steps as S
 from data_synth.traj.ingest import build_server, read_sources

@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 
-from env_registry.clikit import run_async
+from astra_foundation.clikit import run_async
 
 
 def ctrl_c_to_another_thread() -> None:

@@ -10,10 +10,10 @@ import json
 import pandas as pd
 import pytest
 
+from astra_foundation.sandbox import SandboxPool
+from astra_foundation.strict import SettingsError
 from astra_verl.rollout.tool_parser import HermesReportingParser
 from astra_verl.rollout.toolset import ToolCatalog
-from astra_verl.sandbox import SandboxPool
-from astra_verl.strict import SettingsError
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.golden_sft import Recovery, golden_rows, write_golden_sft
 from env_registry.rows import RowInfo

@@ -191,8 +191,8 @@ STATIONS = RowTools(
 
 def _proposing(*calls: dict):
     """A canned model (the synthesis client's scripted backend) proposing `calls` for any answer."""
-    from data_synth.llm.client import LLMClient
-    from data_synth.llm.scripted import ScriptedBackend
+    from astra_foundation.llm.client import LLMClient
+    from astra_foundation.llm.scripted import ScriptedBackend
     from env_registry.recovery_llm import STEP, llm_proposer
 
     def responder(step, payload):

@@ -60,7 +60,7 @@ def test_replay_names_modules_as_the_rollout_does(envs):
     imported environment may carry before validation) still replays, under the rollout's name."""
     import asyncio
 
-    from astra_verl.sandbox import SandboxConfig, SandboxPool
+    from astra_foundation.sandbox import SandboxConfig, SandboxPool
     from env_registry.spec import tool_module
     from env_registry.validate import replay_env
 

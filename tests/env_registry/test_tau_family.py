@@ -8,7 +8,7 @@ import json
 import pytest
 from taukit import require_tau_bench
 
-from astra_verl.sandbox import BatchJob, Module, Program, run_programs
+from astra_foundation.sandbox import BatchJob, Module, Program, run_programs
 from env_registry.families import tau
 from env_registry.spec import tool_module
 

@@ -49,7 +49,7 @@ def loop_kit(tiny_model_dir, tiny_tokenizer):
 
 @pytest.fixture(scope="session")
 def bfcl_sandbox_config():
+    from astra_foundation.sandbox import SandboxConfig
     from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES
-    from astra_verl.sandbox import SandboxConfig
 
     return SandboxConfig(workers=2, packages=list(REQUIRED_PACKAGES), call_timeout_s=30.0, max_output_chars=200_000)

@@ -9,8 +9,8 @@ from tensordict import TensorDict
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
+from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.eval import bfcl_replay
-from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.testing import run
 
 

@@ -9,9 +9,9 @@ from collections import Counter
 
 import pytest
 
+from astra_foundation.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply
 from astra_verl.eval import bfcl_replay, cli
 from astra_verl.eval.bfcl_run import ResultsFile, ResultsFileError, format_table, overall, summarize
-from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply
 
 IDS = ["multi_turn_base_1", "multi_turn_miss_func_0"]
 

@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from astra_foundation.llm import LLMClient, ScriptedBackend
+from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_score import BfclScoringError, CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.context import worker_context
 from astra_verl.rollout.testing import run
-from data_synth.llm import LLMClient, ScriptedBackend
 
 DIRECT = Path(__file__).with_name("bfcl_direct.py")
 PROMPT_IDS = ["multi_turn_base_0", "multi_turn_miss_func_0", "multi_turn_miss_param_0", "multi_turn_long_context_1"]
@@ -205,7 +205,7 @@ def test_prompt_style_verdicts_equal_bfcls(loop_kit, bfcl_sample, tmp_path):
 
 def test_fc_style_verdicts_equal_bfcls(bfcl_sample, bfcl_sandbox_config, tmp_path):
     """The eval chat rollout (OpenAI tool calls) + our scorer vs BFCL's OpenAI handler + checker."""
-    from astra_verl.sandbox import SandboxPool
+    from astra_foundation.sandbox import SandboxPool
 
     plans = {}
     for i, entry in enumerate(bfcl_sample.data.entries):

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from astra_foundation.llm import LLMClient, ScriptedBackend
+from astra_verl.calls.call_log import CallStatus
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_replay import ReplayError, parse_call, run_replay
 from astra_verl.eval.chat_rollout import ChatRollout
-from astra_verl.rollout.call_log import CallStatus
-from data_synth.llm import LLMClient, ScriptedBackend
 
 
 def test_ground_truth_strings_parse_into_tool_calls():
@@ -67,7 +67,7 @@ def _rollout(pool, plans):
 
 def test_rollouts_of_one_entry_never_share_state(bfcl_sample, bfcl_sandbox_config):
     """A GRPO group: rollouts of one entry at once; one creates a directory the other must not see."""
-    from astra_verl.sandbox import SandboxPool
+    from astra_foundation.sandbox import SandboxPool
 
     row = bfcl_sample.data.rows[bfcl_sample.index["multi_turn_base_0"]]
     writer = [[("cd", {"folder": "document"}), ("mkdir", {"dir_name": "probe_dir"}), ("ls", {})]]
@@ -87,7 +87,7 @@ def test_rollouts_of_one_entry_never_share_state(bfcl_sample, bfcl_sandbox_confi
 
 
 def test_a_held_back_function_is_callable_only_from_its_turn(bfcl_sample, bfcl_sandbox_config):
-    from astra_verl.sandbox import SandboxPool
+    from astra_foundation.sandbox import SandboxPool
 
     index = bfcl_sample.index["multi_turn_miss_func_0"]
     entry, row = bfcl_sample.data.entries[index], bfcl_sample.data.rows[index]

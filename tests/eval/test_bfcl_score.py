@@ -8,6 +8,8 @@ import uuid
 
 import pytest
 
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
+from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from astra_verl.eval.bfcl_score import (
     BfclScoringError,
     call_string,
@@ -16,9 +18,7 @@ from astra_verl.eval.bfcl_score import (
     precheck,
     score_episode,
 )
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
-from astra_verl.sandbox import SandboxConfig, SandboxPool
 
 
 def rec(turn: int, tool: str, args, status: CallStatus = CallStatus.OK, index: int = 0) -> CallRecord:

@@ -18,10 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from astra_foundation.llm.types import Completion, ToolCall
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
 from astra_verl.eval import bfcl_single as bs
 from astra_verl.eval import bfcl_single_report as rep
-from astra_verl.sandbox import SandboxConfig, SandboxPool
-from data_synth.llm.types import Completion, ToolCall
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from astra_foundation.llm.fake_server import FakeReply, chat_reply, serve_in_thread
 from astra_verl.eval import bfcl_single as bs
 from astra_verl.eval import cli
-from data_synth.llm.fake_server import FakeReply, chat_reply, serve_in_thread
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bfcl_single_cases import truth  # noqa: E402

@@ -10,11 +10,11 @@ import threading
 import pandas as pd
 import pytest
 
+from astra_foundation.llm.fake_server import FakeOpenAIServer, FakeReply
+from astra_foundation.strict import SettingsError
 from astra_verl.eval.envs import EnvEpisode, EnvEvalConfig, EnvEvaluation, checkpoint_name
 from astra_verl.eval.envs_report import format_table, mean_se, summarize
 from astra_verl.rollout.testing import ScriptedServer
-from astra_verl.strict import SettingsError
-from data_synth.llm.fake_server import FakeOpenAIServer, FakeReply
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.families.procedural import generate
 from env_registry.rows import RowInfo

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from astra_foundation.llm.fake_server import FakeReply, chat_reply, serve_in_thread
 from astra_verl.eval import cli
 from astra_verl.eval.bfcl_run import ResultsFile, evaluate
-from data_synth.llm.fake_server import FakeReply, chat_reply, serve_in_thread
 
 
 def test_a_model_the_server_does_not_serve_stops_before_any_entry(tmp_path, capsys):

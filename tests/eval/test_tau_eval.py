@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from taukit import require_tau_bench
 
+from astra_foundation.strict import SettingsError
 from astra_verl.eval.tau_eval import TauEvalConfig, TauEvaluation, format_table, pass_hat_k
 from astra_verl.rollout.testing import ScriptedServer
-from astra_verl.strict import SettingsError
 
 OVERRIDES = ["data.max_prompt_length=16384", "data.max_response_length=16384"]
 

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 from taukit import require_tau_bench
 
+from astra_foundation.llm.fake_server import FakeOpenAIServer, chat_reply
+from astra_verl.calls.call_log import CallRecord, CallStatus
 from astra_verl.eval.tau_hook import OPENING, STOP, TauUserHook, user_system_prompt
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, outputs_found, tau_score
-from astra_verl.rollout.call_log import CallRecord, CallStatus
 from astra_verl.rollout.hooks import HookError
-from data_synth.llm.fake_server import FakeOpenAIServer, chat_reply
 
 TERMINATE = json.dumps(["transfer_to_human_agents"])
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 ENV = "env-trip"

@@ -11,8 +11,8 @@ import asyncio
 
 import pytest
 
+from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
 from astra_verl.reward.f1 import score_episode
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
 from env_registry.families.procedural import generate
 from env_registry.spec import tool_module
 
@@ -20,8 +20,8 @@ from env_registry.spec import tool_module
 async def golden_outputs(envs):
     """{env id: [(sub-question, tool, arguments, observation)]} from the golden call of every
     tool-needing question."""
-    from astra_verl.sandbox import SandboxConfig, SandboxPool
-    from astra_verl.sandbox.protocol import Module, Program
+    from astra_foundation.sandbox import SandboxConfig, SandboxPool
+    from astra_foundation.sandbox.protocol import Module, Program
 
     out = {}
     async with SandboxPool(SandboxConfig(workers=1)) as sandbox:

@@ -10,8 +10,8 @@ from tensordict import TensorDict
 from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.reward.managers import AstraF1RewardManager, RewardInputError, RewardSettings
-from astra_verl.rollout.call_log import EpisodeLog
 
 CONFIG = OmegaConf.create(
     {"reward": {"custom_reward_function": {"path": None}, "reward_model": {"enable": False}}, "astra": {"reward": {}}}

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 from testkit import REPO
 
-from astra_verl.reward.solved import solved_by_call
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
+from astra_verl.calls.solved import solved_by_call
 from astra_verl.rollout.toolset import ToolCatalog
-from astra_verl.sandbox import SandboxConfig, SandboxPool
 from env_registry.families.procedural import generate
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.store import EnvStore

@@ -1,9 +1,9 @@
-"""The definition of "solved" (astra_verl/reward/solved.py), case by case."""
+"""The definition of "solved" (astra_verl/calls/solved.py), case by case."""
 
 from __future__ import annotations
 
-from astra_verl.reward.solved import solved_by_call, solved_by_final_answer, solved_set
-from astra_verl.rollout.call_log import CallStatus
+from astra_verl.calls.call_log import CallStatus
+from astra_verl.calls.solved import solved_by_call, solved_by_final_answer, solved_set
 
 
 def test_a_successful_call_to_the_own_tool_with_the_answer_solves(build):

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.reward.f1 import score_episode
-from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from astra_verl.rollout.toolset import ToolsetError
@@ -366,7 +366,7 @@ def test_prompt_over_prompt_length_fails_instead_of_cutting_the_tool_list(traine
 
 def test_sandbox_infrastructure_failure_raises(cfg, tiny_tokenizer, envs, kit, monkeypatch):
     """A sandbox that cannot open sessions is not a model error: the episode raises, naming it."""
-    import astra_verl.sandbox as sandbox_pkg
+    import astra_foundation.sandbox as sandbox_pkg
 
     class Broken:
         async def open_session(self, program):

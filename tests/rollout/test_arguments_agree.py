@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from astra_foundation.llm.types import ToolCall
 from astra_verl.rollout.toolset import ToolCatalog
 from data_synth.env.calls import schema_problems
-from data_synth.llm.types import ToolCall
 from data_synth.traj.interact import check_call
 from data_synth.traj.records import ToolDoc
 from env_registry.rows import RowInfo, ToolRef

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from astra_foundation.sandbox import Module, Program, SandboxConfig
 from astra_verl.rollout.context import RolloutContext, drop_worker_context, worker_context
 from astra_verl.rollout.toolset import ToolCatalog
-from astra_verl.sandbox import Module, Program, SandboxConfig
 from env_registry.rows import RowInfo, ToolRef
 
 

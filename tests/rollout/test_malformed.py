@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 
 OK, BAD, UNKNOWN, SCHEMA, TOOL_ERR, SKIP = (

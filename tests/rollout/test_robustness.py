@@ -7,7 +7,7 @@ import zlib
 
 import pytest
 
-from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.rollout.testing import ModelServer, ScriptedServer, make_loop, run
 from astra_verl.rollout.tool_parser import HermesReportingParser, split_reasoning
 

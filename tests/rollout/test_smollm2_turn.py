@@ -7,7 +7,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 
-from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.rollout.testing import ModelServer, close_worker_context, compose_trainer_config, make_loop, run
 
 pytestmark = pytest.mark.slow

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 from taukit import require_tau_bench
 
+from astra_foundation.sandbox import SandboxPool
+from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.eval.tau_reward import parse_target, score_episode
-from astra_verl.rollout.call_log import CallStatus, EpisodeLog, Termination
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
-from astra_verl.sandbox import SandboxPool
 
 DOMAIN, SPLIT, INDEX = "retail", "test", 19  # 7 gold actions (reads, then a return) and 2 required outputs
 

@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from astra_verl.rollout.call_log import EpisodeLog
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.rollout.testing import ScriptedServer, run
 
 

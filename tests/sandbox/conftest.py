@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import pytest_asyncio
 
-from astra_verl.sandbox import SandboxConfig, SandboxPool
-from astra_verl.sandbox.launch import bwrap_probe
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
+from astra_foundation.sandbox.launch import bwrap_probe
 
 BWRAP_OK, BWRAP_DETAIL = bwrap_probe()
 BACKENDS = [

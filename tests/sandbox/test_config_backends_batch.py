@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from astra_verl.sandbox import (
+from astra_foundation.sandbox import (
     ErrorKind,
     Module,
     Program,
@@ -72,7 +72,7 @@ def no_cached_probe():
 )
 def test_auto_falls_back_to_process_and_says_so(monkeypatch, caplog, no_cached_probe, binary, why):
     monkeypatch.setattr(launch, "_bwrap_binary", lambda: binary)
-    with caplog.at_level(logging.WARNING, "astra_verl.sandbox"):
+    with caplog.at_level(logging.WARNING, "astra_foundation.sandbox"):
         assert launch.resolve_backend("auto") == "process"
     assert "bubblewrap unavailable" in caplog.text and why in caplog.text and "weaker 'process' backend" in caplog.text
     with pytest.raises(SandboxUnavailable, match=why):

@@ -19,8 +19,8 @@ import time
 
 import pytest
 
-from astra_verl.sandbox import ErrorKind, Module, Program, SandboxPool
-from astra_verl.sandbox.launch import SPARE_SESSIONS
+from astra_foundation.sandbox import ErrorKind, Module, Program, SandboxPool
+from astra_foundation.sandbox.launch import SPARE_SESSIONS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

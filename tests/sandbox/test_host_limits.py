@@ -14,7 +14,7 @@ import tempfile
 
 import pytest
 
-from astra_verl.sandbox import ErrorKind, Module, Program, SandboxPool
+from astra_foundation.sandbox import ErrorKind, Module, Program, SandboxPool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

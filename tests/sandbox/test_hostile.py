@@ -18,7 +18,7 @@ import time
 import pytest
 import pytest_asyncio
 
-from astra_verl.sandbox import ErrorKind, Module, Program, SandboxPool
+from astra_foundation.sandbox import ErrorKind, Module, Program, SandboxPool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -13,7 +13,7 @@ import inspect
 import itertools
 import random
 
-from astra_verl.sandbox.inside.session import KeywordCheck, Runtime
+from astra_foundation.sandbox.inside.session import KeywordCheck, Runtime
 
 
 def signatures():

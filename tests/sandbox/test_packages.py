@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from astra_verl.sandbox import Module, Program, SandboxConfig, SandboxError, describe_isolation, run_calls
+from astra_foundation.sandbox import Module, Program, SandboxConfig, SandboxError, describe_isolation, run_calls
 
 PROBE = """
 import json, os, sys
@@ -84,7 +84,7 @@ def test_a_name_that_is_not_an_installed_package_fails_the_start():
 
 
 def test_a_module_file_is_refused():
-    import astra_verl.sandbox.launch as launch
+    import astra_foundation.sandbox.launch as launch
 
     with pytest.raises(launch.SandboxUnavailable, match="module file"):
         launch.package_dirs(("typing_extensions",))

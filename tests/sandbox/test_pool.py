@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from astra_verl.sandbox import (
+from astra_foundation.sandbox import (
     ErrorKind,
     Module,
     Program,
@@ -15,7 +15,7 @@ from astra_verl.sandbox import (
     SandboxPool,
     run_calls,
 )
-from astra_verl.sandbox.config import SandboxConfig
+from astra_foundation.sandbox.config import SandboxConfig
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -200,7 +200,7 @@ async def test_max_sessions_makes_open_wait():
 
 
 async def test_python310_timeout_fallback():
-    from astra_verl.sandbox.timeouts import Timeout310
+    from astra_foundation.sandbox.timeouts import Timeout310
 
     with pytest.raises(asyncio.TimeoutError):
         async with Timeout310(0.05):
@@ -215,7 +215,7 @@ async def test_python310_timeout_fallback():
 
 def _failing_worker_command(monkeypatch, fail_first: int):
     """Make the first `fail_first` worker launches exit at once (as a broken interpreter would)."""
-    from astra_verl.sandbox import launch
+    from astra_foundation.sandbox import launch
 
     real, launches = launch.worker_command, []
 

@@ -11,7 +11,7 @@ EXIT_WITH_A_LIVE_POOL = """
 import asyncio, atexit, logging, threading, time
 atexit.register(time.sleep, 1.0)  # as Ray's exit handlers do: the loop thread still runs after the finalizer
 logging.basicConfig(level=logging.WARNING)
-from astra_verl.sandbox import SandboxConfig, SandboxPool
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
 
 loop = asyncio.new_event_loop()
 threading.Thread(target=loop.run_forever, daemon=True).start()
@@ -34,7 +34,7 @@ def test_exit_with_a_pool_never_closed_is_quiet(tmp_path):
 CHILDREN_KILLED_THEN_EXIT = """
 import asyncio, logging, os, signal, threading, time
 logging.basicConfig(level=logging.WARNING)
-from astra_verl.sandbox import SandboxConfig, SandboxPool
+from astra_foundation.sandbox import SandboxConfig, SandboxPool
 
 loop = asyncio.new_event_loop()
 threading.Thread(target=loop.run_forever, daemon=True).start()

@@ -10,7 +10,7 @@ import struct
 
 import pytest
 
-from astra_verl.sandbox.inside import confine
+from astra_foundation.sandbox.inside import confine
 
 ALLOW, KILL = confine.SECCOMP_RET_ALLOW, confine.SECCOMP_RET_KILL_PROCESS
 EPERM, ENOSYS = confine.SECCOMP_RET_ERRNO | errno.EPERM, confine.SECCOMP_RET_ERRNO | errno.ENOSYS

@@ -15,8 +15,8 @@ import sys
 
 import pytest
 
-from astra_verl.sandbox import Module, Program, SandboxPool
-from astra_verl.sandbox.launch import SPARE_SESSIONS
+from astra_foundation.sandbox import Module, Program, SandboxPool
+from astra_foundation.sandbox.launch import SPARE_SESSIONS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -1,10 +1,10 @@
-"""Episode step metrics (astra_verl/training/metrics.py) from reward_extra_info records."""
+"""Episode step metrics (astra_verl/reward/episode_metrics.py) from reward_extra_info records."""
 
 from __future__ import annotations
 
 import pytest
 
-from astra_verl.training.metrics import episode_metrics
+from astra_verl.reward.episode_metrics import episode_metrics
 
 
 def info(calls, turns, solved, n=4, invalid=0, distractor=0, errors=0, f1=0.5):

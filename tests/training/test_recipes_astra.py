@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from tensordict import TensorDict
 from testkit import REPO
 
-from astra_verl.rollout.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 ABLATIONS = {

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from astra_verl.strict import SettingsError, StrictModel, describe
+from astra_foundation.strict import SettingsError, StrictModel, describe
 
 CALL_LOG_VERSION = 1
 EXTRA_FIELDS_KEY = "astra_episode"

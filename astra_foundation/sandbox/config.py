@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from astra_verl.strict import StrictModel
+from astra_foundation.strict import StrictModel
 
 Backend = Literal["auto", "bwrap", "process"]
 

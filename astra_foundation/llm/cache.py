@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from data_synth.llm.types import json_text
+from astra_foundation.llm.types import json_text
 
 CACHE_VERSION = 1
 

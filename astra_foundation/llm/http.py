@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from data_synth.llm.types import LLMUnavailable, TransientError, json_text
+from astra_foundation.llm.types import LLMUnavailable, TransientError, json_text
 
 log = logging.getLogger(__name__)
 

@@ -13,10 +13,10 @@ Retry-After and request 2 succeed. Nothing here talks to a model.
 
 As a process (for benchmarks, so the server does not share the client's event loop):
 
-    python -m data_synth.llm.fake_server --port 0 --latency 0.2 --responder pkg.module:function --model fake
+    python -m astra_foundation.llm.fake_server --port 0 --latency 0.2 --responder pkg.module:function --model fake
 
 prints `READY <base_url>` on stdout; `function(payload)` returns a scripted response (see
-`data_synth.llm.scripted`), served after `--latency` seconds; with `--jitter S` after a
+`astra_foundation.llm.scripted`), served after `--latency` seconds; with `--jitter S` after a
 lognormal draw with that mean and shape S (real endpoints have a long tail: a barrier waits
 for it), seeded by `--seed`.
 """
@@ -38,7 +38,7 @@ from typing import Any
 
 from aiohttp import web
 
-from data_synth.llm.scripted import response_body
+from astra_foundation.llm.scripted import response_body
 
 
 @dataclass
@@ -174,7 +174,9 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data_synth.llm.fake_server", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m astra_foundation.llm.fake_server", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument(
         "--latency", type=float, default=0.2, help="seconds before each answer (the mean with --jitter)"

@@ -1,6 +1,6 @@
 """The sandbox: runs untrusted, model-written tool code in isolated, warm session processes.
 
-    from astra_verl.sandbox import Module, Program, SandboxPool, SandboxConfig
+    from astra_foundation.sandbox import Module, Program, SandboxPool, SandboxConfig
 
     async with SandboxPool(SandboxConfig(workers=2)) as pool:
         s = await pool.open_session(Program((Module("add", "def add(a, b): return a + b"),)))

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from .config import SandboxConfig
 from .inside import confine
 
-logger = logging.getLogger("astra_verl.sandbox")
+logger = logging.getLogger("astra_foundation.sandbox")
 
 PKG_ROOT = os.path.dirname(os.path.abspath(__file__))  # holds the `inside` package
 SANDBOX_PKG_ROOT = "/opt/astra-sandbox"  # where bwrap mounts PKG_ROOT for the worker

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from data_synth.llm.types import LLMUnavailable, TransientError
+from astra_foundation.llm.types import LLMUnavailable, TransientError
 
 Responder = Callable[[str, dict[str, Any]], Any]
 

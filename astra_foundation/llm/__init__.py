@@ -1,6 +1,6 @@
 """LLM access for the synthesis pipelines (shared by `data_synth.env` and `data_synth.traj`).
 
-    from data_synth.llm import LLMConfig, add_llm_arguments, build_client, usage_scope
+    from astra_foundation.llm import LLMConfig, add_llm_arguments, build_client, usage_scope
 
     client = build_client(LLMConfig(base_urls=["http://127.0.0.1:8000/v1"], model="m"), cache_path=run_dir / "llm.sqlite")
     c = await client.complete(messages, step="traj.agent", tools=tools)      # Completion: text, tool_calls, usage
@@ -15,14 +15,14 @@ responder function), `fake_server` (loopback test server), `cache` (sqlite),
 once before a run's first record).
 """
 
-from data_synth.llm.cache import ResponseCache, cache_key
-from data_synth.llm.client import Backend, JSONReply, LLMClient, usage_scope
-from data_synth.llm.config import LLMConfig, LLMSettingsError, add_llm_arguments, build_client
-from data_synth.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
-from data_synth.llm.http import EndpointPool, HTTPBackend
-from data_synth.llm.preflight import LLMFlags, PreflightError, preflight
-from data_synth.llm.scripted import ScriptedBackend, load_rules, scripted_model, scripted_source
-from data_synth.llm.types import (
+from astra_foundation.llm.cache import ResponseCache, cache_key
+from astra_foundation.llm.client import Backend, JSONReply, LLMClient, usage_scope
+from astra_foundation.llm.config import LLMConfig, LLMSettingsError, add_llm_arguments, build_client
+from astra_foundation.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
+from astra_foundation.llm.http import EndpointPool, HTTPBackend
+from astra_foundation.llm.preflight import LLMFlags, PreflightError, preflight
+from astra_foundation.llm.scripted import ScriptedBackend, load_rules, scripted_model, scripted_source
+from astra_foundation.llm.types import (
     Completion,
     LLMError,
     LLMOutputError,

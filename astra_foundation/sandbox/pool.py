@@ -53,7 +53,7 @@ from .protocol import CallResult, ErrorKind, Program, Sandbox, Session
 from .supervise import WORKER_START_TIMEOUT_S, SandboxError, SessionProc, WorkerProc
 from .timeouts import timeout
 
-logger = logging.getLogger("astra_verl.sandbox")
+logger = logging.getLogger("astra_foundation.sandbox")
 
 RESET_NOTE = "The episode's tool state was reset: the next call starts from a fresh state."
 MAX_PROGRAM_BYTES = 8 << 20

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import httpx
 
-from data_synth.llm.config import LLMConfig, LLMSettingsError, load_responder
-from data_synth.llm.scripted import load_rules
+from astra_foundation.llm.config import LLMConfig, LLMSettingsError, load_responder
+from astra_foundation.llm.scripted import load_rules
 
 __all__ = ["LLMFlags", "PreflightError", "list_models", "preflight"]
 

@@ -39,9 +39,9 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data_synth.llm.cache import ResponseCache, cache_key
-from data_synth.llm.extract import ReplyError, extract_json
-from data_synth.llm.types import (
+from astra_foundation.llm.cache import ResponseCache, cache_key
+from astra_foundation.llm.extract import ReplyError, extract_json
+from astra_foundation.llm.types import (
     Completion,
     LLMOutputError,
     LLMUnavailable,

@@ -27,11 +27,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from data_synth.llm.cache import ResponseCache
-from data_synth.llm.client import LLMClient
-from data_synth.llm.http import HTTPBackend
-from data_synth.llm.scripted import ScriptedBackend, load_rules, scripted_model
-from data_synth.llm.types import LLMError
+from astra_foundation.llm.cache import ResponseCache
+from astra_foundation.llm.client import LLMClient
+from astra_foundation.llm.http import HTTPBackend
+from astra_foundation.llm.scripted import ScriptedBackend, load_rules, scripted_model
+from astra_foundation.llm.types import LLMError
 
 
 class LLMSettingsError(LLMError):
