@@ -45,6 +45,13 @@ def test_wheel_install_resolves_recipe(tmp_path):
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["VERL_USE_EXTERNAL_PLUGINS"] = "none"
+    # Every top-level package ships (a folder without __init__.py would import from a source tree
+    # and silently be missing from the wheel).
+    packages = ("astra_foundation", "astra_foundation.sandbox", "astra_verl", "env_registry", "data_synth")
+    code = f"import importlib; print('\\n'.join(importlib.import_module(p).__file__ for p in {packages!r}))"
+    where = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert where.returncode == 0, where.stderr
+    assert all(str(env_dir) in line for line in where.stdout.splitlines()), where.stdout
     code = "import astra_verl_recipes, sys; print(astra_verl_recipes.__file__)"
     where = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert where.returncode == 0, where.stderr
