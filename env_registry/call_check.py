@@ -21,12 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonschema.exceptions import best_match
 
-from astra_foundation.llm.types import ToolCall
 from env_registry import call_errors
+
+if TYPE_CHECKING:  # the LLM client's package is heavy to import; RL workers never need it here
+    from astra_foundation.llm.types import ToolCall
 
 __all__ = ["CallStatus", "INVALID", "Refusal", "check_call", "openai_arguments", "schema_problem"]
 
