@@ -36,12 +36,13 @@ from pathlib import Path
 from benchkit import Report, machine_line, median, ms, percentile, verdict
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_hook import BfclMultiTurnHook
 from astra_verl.eval.bfcl_run import prepare
 from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES, call_string, score_episode
 from astra_verl.rollout.toolset import ToolCatalog
+from env_registry.call_check import CallStatus
 from env_registry.rows import RowInfo
 
 TARGET_S = 0.020
@@ -59,7 +60,7 @@ def ground_truth_log(env_id: str, turns) -> EpisodeLog:
         step += 2 if calls else 1
     log.hook_state = {
         "turn_starts": starts,
-        "turns_delivered": len(turns),
+        "turns_after_prompt_delivered": len(turns) - 1,  # the hook counts user turns after the prompt's
         "steps_per_turn": [1] * len(turns),
         "call_style": "prompt",
     }

@@ -38,7 +38,8 @@ from benchkit import Report, machine_line, verdict
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from env_registry.call_check import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 CONFIG = OmegaConf.create(

@@ -4,7 +4,8 @@ It travels in `AgentLoopOutput.extra_fields["astra_episode"]` as a plain JSON-ab
 moves extra fields between Ray workers as numpy object arrays) and reaches the reward manager
 in `non_tensor_batch["tool_extra_fields"]`. `EpisodeLog.from_extra_fields` is the only reader;
 it raises `CallLogError` naming the field when the record is missing or malformed, so a broken
-rollout can never be scored as a silent 0.
+rollout can never be scored as a silent 0. A call's status is `env_registry.call_check.CallStatus`,
+the vocabulary trajectory synthesis writes too.
 """
 
 from __future__ import annotations
@@ -15,18 +16,10 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError
 
 from astra_foundation.strict import SettingsError, StrictModel, describe
+from env_registry.call_check import INVALID, CallStatus
 
 CALL_LOG_VERSION = 1
 EXTRA_FIELDS_KEY = "astra_episode"
-
-
-class CallStatus(str, Enum):
-    OK = "ok"
-    UNKNOWN_TOOL = "unknown_tool"  # the name is not among this episode's tools
-    BAD_JSON = "bad_json"  # the call block or its arguments are not a JSON object
-    SCHEMA_ERROR = "schema_error"  # arguments violate the tool's JSON Schema
-    TOOL_ERROR = "tool_error"  # the sandbox ran the call and it failed (see error_kind)
-    SKIPPED = "skipped"  # beyond max_parallel_calls in one turn; not executed
 
 
 class Termination(str, Enum):
@@ -94,9 +87,7 @@ class EpisodeLog(StrictModel):
 
     @property
     def num_invalid_calls(self) -> int:
-        return sum(
-            1 for c in self.calls if c.status in (CallStatus.UNKNOWN_TOOL, CallStatus.BAD_JSON, CallStatus.SCHEMA_ERROR)
-        )
+        return sum(1 for c in self.calls if c.status in INVALID)
 
     @property
     def num_tool_errors(self) -> int:

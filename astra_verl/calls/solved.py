@@ -63,7 +63,8 @@ early stopping); the reward recomputes from the outputs and never trusts that fi
 
 from __future__ import annotations
 
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from env_registry.call_check import CallStatus
 from env_registry.commit import commits
 from env_registry.matching import answer_in_output, answer_in_text, args_agree
 from env_registry.spec import RewardTarget, TargetSubQuestion

@@ -29,27 +29,38 @@ interaction_kwargs (written by `env_registry.families.bfcl.interaction_kwargs`):
     name: bfcl_multi_turn
     env_id: the row's environment (the held-back tools are its tools)
     bfcl_id: the BFCL entry id (for logs)
-    turns: JSON list, one item per user turn after the first: {"content": str | null,
-           "add_tools": [tool names]}; content is null exactly on a hold-out turn
+    turns: JSON list of `UserTurn`s (astra_verl.rollout.hooks), one per user turn after the
+           prompt's: {"content": str | null, "add_tools": [tool names]}; content is null exactly
+           on a hold-out turn
     list_added_tools: true (default) | false
     call_style: prompt (default: calls parsed from the text, astra_tool_agent; BFCL's Qwen FC
            handler) | fc (OpenAI function calling, the eval chat rollout; BFCL's OpenAI handler)
     max_steps_per_turn: default BFCL's MAXIMUM_STEP_LIMIT
 
-Final state (`on_end`, stored in `EpisodeLog.hook_state`, read by the scorer): turns_total,
-turns_delivered, turn_starts (the assistant-turn number at which each delivered user turn
-began, 1-based), steps_per_turn, force_quit, call_style.
+Final state (`on_end`, stored in `EpisodeLog.hook_state`, read by the scorer): the user-turn
+counts (`user_turn_counts`: turns after the prompt's, the convention of every hook; the scorer
+adds the prompt's, as BFCL counts it), turn_starts (the assistant-turn number at which each user
+turn began, 1-based, the prompt's first), steps_per_turn (the prompt's turn first), force_quit,
+call_style.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 from astra_verl.calls.call_log import CallRecord
 from astra_verl.eval.bfcl_score import CallStyle, step_calls
-from astra_verl.rollout.hooks import EnvironmentHook, EpisodeView, HookAction, HookError, register_hook
+from astra_verl.rollout.hooks import (
+    EnvironmentHook,
+    EpisodeView,
+    HookAction,
+    HookError,
+    UserTurn,
+    parse_user_turns,
+    register_hook,
+    user_turn_counts,
+)
 from env_registry.rows import ToolRef
 
 HOOK_NAME = "bfcl_multi_turn"
@@ -63,35 +74,16 @@ def bfcl_prompts() -> Any:
     return default_prompts
 
 
-@dataclass(frozen=True)
-class BfclTurn:
-    content: str | None
-    add_tools: tuple[str, ...] = ()
-
-
-def parse_turns(raw: Any) -> list[BfclTurn]:
-    if isinstance(raw, str | bytes):
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise HookError(f"{HOOK_NAME}: interaction_kwargs.turns is not JSON ({exc})") from exc
-    if not isinstance(raw, list):
-        raise HookError(f"{HOOK_NAME}: interaction_kwargs.turns must be a JSON list, got {type(raw).__name__}")
-    turns = []
-    for i, t in enumerate(raw):
-        if not isinstance(t, dict):
-            raise HookError(f"{HOOK_NAME}: turns[{i}] must be an object with content and add_tools")
-        content, add = t.get("content"), t.get("add_tools") or []
-        if content is not None and not isinstance(content, str):
-            raise HookError(f"{HOOK_NAME}: turns[{i}].content must be a string or null")
-        if not isinstance(add, list) or not all(isinstance(n, str) for n in add):
-            raise HookError(f"{HOOK_NAME}: turns[{i}].add_tools must be a list of tool names")
-        if (content is None) != bool(add):
+def parse_turns(raw: Any, env_id: str) -> list[UserTurn]:
+    """The row's turns (`UserTurn`s, tools by name) with BFCL's rule: a turn has either content
+    (a user turn) or held-back tools (a hold-out turn, which carries no user message)."""
+    turns = parse_user_turns(raw, HOOK_NAME, env_id)
+    for i, turn in enumerate(turns):
+        if (turn.content is None) != bool(turn.add_tools):
             raise HookError(
                 f"{HOOK_NAME}: turns[{i}] must have either content (a user turn) or add_tools (a hold-out turn), "
                 "as BFCL's hold-out turns carry no user message"
             )
-        turns.append(BfclTurn(content=content, add_tools=tuple(add)))
     return turns
 
 
@@ -105,7 +97,7 @@ class BfclMultiTurnHook(EnvironmentHook):
         if not isinstance(self.env_id, str) or not self.env_id:
             raise HookError(f"{HOOK_NAME}: interaction_kwargs.env_id is missing (re-export the BFCL rows)")
         self.bfcl_id = kwargs.get("bfcl_id")
-        self.turns = parse_turns(kwargs.get("turns"))
+        self.turns = parse_turns(kwargs.get("turns"), self.env_id)
         self.list_added_tools = bool(kwargs.get("list_added_tools", True))
         style = kwargs.get("call_style", CallStyle.PROMPT.value)
         try:
@@ -121,11 +113,8 @@ class BfclMultiTurnHook(EnvironmentHook):
         self.steps = [0]
         self.force_quit = False
 
-    def _refs(self, turn: BfclTurn) -> tuple[ToolRef, ...]:
-        return tuple(ToolRef(env_id=self.env_id, name=n) for n in turn.add_tools)
-
     def tool_pool(self) -> list[ToolRef]:
-        return [ref for turn in self.turns for ref in self._refs(turn)]
+        return [ref for turn in self.turns for ref in turn.add_tools]
 
     async def on_start(self, view: EpisodeView) -> HookAction | None:
         if self.call_style is CallStyle.PROMPT and view.log.parser != BFCL_PARSER:
@@ -158,7 +147,7 @@ class BfclMultiTurnHook(EnvironmentHook):
         self.current += 1
         self.turn_starts.append(view.log.assistant_turns + 1)
         self.steps.append(0)
-        refs = self._refs(turn)
+        refs = turn.add_tools
         return HookAction(user_message=turn.content or self._holdout_message(view, refs), add_tools=refs)
 
     def _holdout_message(self, view: EpisodeView, refs: tuple[ToolRef, ...]) -> str:
@@ -171,8 +160,7 @@ class BfclMultiTurnHook(EnvironmentHook):
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
         return {
             "bfcl_id": self.bfcl_id,
-            "turns_total": 1 + len(self.turns),
-            "turns_delivered": 1 + self.current,
+            **user_turn_counts(self.current, len(self.turns)),
             "turn_starts": list(self.turn_starts),
             "steps_per_turn": list(self.steps),
             "force_quit": self.force_quit,

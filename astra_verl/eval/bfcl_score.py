@@ -40,9 +40,11 @@ from enum import Enum
 from typing import Any
 
 from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbox
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.config import sandbox_settings
+from astra_verl.rollout.hooks import TURNS_DELIVERED
+from env_registry.call_check import CallStatus
 from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
 
 CHECKER_MODULE = "bfcl_checker"
@@ -199,6 +201,7 @@ class BfclVerdict:
     error_type: str | None = None
     error_message: str = ""
     details: str = ""
+    # BFCL's counts of user turns: the prompt's included (one per ground-truth entry)
     turns_total: int = 0
     turns_delivered: int = 0
     steps: int = 0
@@ -235,7 +238,9 @@ def precheck(target: BfclTarget, log: EpisodeLog) -> BfclVerdict:
             "installed (its API classes and checker score the episode): re-export the rows or install that version"
         )
     state = log.hook_state
-    delivered = int(state.get("turns_delivered", 0))
+    # BFCL counts the prompt's user turn (its ground truth has one entry per user turn); hooks
+    # count the turns after it (astra_verl.rollout.hooks.UserTurn).
+    delivered = 1 + int(state.get(TURNS_DELIVERED, 0))
     total = len(target.ground_truth)
     style = call_style(log)
     verdict = BfclVerdict(

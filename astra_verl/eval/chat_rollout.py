@@ -28,6 +28,7 @@ from astra_verl.rollout.call_parsing import ParsedCall
 from astra_verl.rollout.episode import Episode
 from astra_verl.rollout.hooks import HookAction
 from astra_verl.rollout.toolset import ToolCatalog
+from env_registry.call_check import openai_arguments
 
 
 @dataclass
@@ -154,11 +155,9 @@ class ChatRollout:
 
 
 def parsed_call(call: ToolCall) -> ParsedCall:
-    """The call attempt an OpenAI tool call is: malformed unless its argument string is a JSON object."""
-    args, error = call.args, call.error or ""
-    if not call.arguments.strip():
-        # The client reads "" as {}; it is not JSON, and BFCL's function-calling handlers reject it
-        args, error = None, "arguments are empty; send a JSON object ({} for a function without parameters)"
+    """The call attempt an OpenAI tool call is: malformed unless its argument string is a JSON object
+    (`env_registry.call_check.openai_arguments`, as trajectory synthesis reads it)."""
+    args, error = openai_arguments(call)
     return ParsedCall(
         name=call.name,
         arguments=args,

@@ -9,7 +9,8 @@ transfer_to_human_agents), or by the loop's own limits.
 interaction_kwargs (strings only, parquet-friendly):
     name: "tau_user"; task: "domain/split/index"; terminate_tools: JSON list;
     user: "scripted" with script: JSON list of user messages (the first opens the conversation;
-        after the last one the user says ###STOP###): tests and dry runs;
+        after the last one the user says ###STOP###; entries are `UserTurn`s, as
+        astra_verl.rollout.hooks reads every hook's turns): tests and dry runs;
     user: "llm" with instruction, base_url, model (an OpenAI-compatible endpoint, through
         `astra_foundation.llm`): τ-bench's default user strategy ("llm"): its system prompt (taken from
         the installed τ-bench, `LLMUserSimulationEnv.build_system_prompt`), the conversation
@@ -17,7 +18,9 @@ interaction_kwargs (strings only, parquet-friendly):
 
 Final state (`on_end`, read by the `astra_tau` reward): the agent's messages to the user
 (`responses`: each assistant turn that ended without tool calls, τ-bench's `respond` actions),
-the user's turns, and why it ended.
+the user-turn counts (`user_turn_counts`, the convention of every hook: the user's opening
+message goes into the prompt, so the turns after it are counted; a scripted user lists
+`len(script) - 1` of them, an LLM user is open-ended), and why it ended.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ import json
 from functools import cache
 from typing import Any
 
-from astra_verl.rollout.hooks import EnvironmentHook, EpisodeView, HookAction, HookError, register_hook
+from astra_verl.rollout.hooks import (
+    EnvironmentHook,
+    EpisodeView,
+    HookAction,
+    HookError,
+    parse_user_turns,
+    register_hook,
+    user_turn_counts,
+)
 
 HOOK_NAME = "tau_user"
 STOP = "###STOP###"
@@ -47,10 +58,15 @@ def user_system_prompt(instruction: str) -> str:
 
 
 class ScriptedUser:
-    def __init__(self, script: list[str]):
-        if not script:
+    """The user turns of `interaction_kwargs.script` (`UserTurn`s with content, no tools), in order."""
+
+    def __init__(self, raw: Any):
+        turns = parse_user_turns(raw, HOOK_NAME, key="script")
+        if not turns:
             raise HookError("tau_user: a scripted user needs at least one message (interaction_kwargs.script)")
-        self.script = script
+        if any(t.content is None or t.add_tools for t in turns):
+            raise HookError("tau_user: script turns are messages (τ-bench's user words each one and adds no tools)")
+        self.script = [t.content or "" for t in turns]
         self.said = 0
 
     async def aclose(self) -> None:
@@ -110,7 +126,7 @@ class TauUserHook(EnvironmentHook):
         super().__init__(kwargs)
         kind = kwargs.get("user")
         if kind == "scripted":
-            self.user: ScriptedUser | LLMUser = ScriptedUser(_strings(kwargs, "script"))
+            self.user: ScriptedUser | LLMUser = ScriptedUser(kwargs.get("script"))
         elif kind == "llm":
             missing = [k for k in ("instruction", "base_url", "model") if not kwargs.get(k)]
             if missing:
@@ -122,7 +138,7 @@ class TauUserHook(EnvironmentHook):
             raise HookError(f"tau_user: interaction_kwargs.user must be 'scripted' or 'llm', got {kind!r}")
         self.terminate_tools = set(_strings(kwargs, "terminate_tools")) if kwargs.get("terminate_tools") else set()
         self.responses: list[str] = []
-        self.user_turns = 0
+        self.later_turns = 0  # user turns after the opening one (which the loop puts in the prompt)
         self.ended_by = ""
 
     async def _user_says(self, agent_message: str | None) -> HookAction:
@@ -130,7 +146,8 @@ class TauUserHook(EnvironmentHook):
         if STOP in text:
             self.ended_by = "user_stop"
             return HookAction(terminate=True)
-        self.user_turns += 1
+        if agent_message is not None:  # the opening message (on_start) is the prompt's turn
+            self.later_turns += 1
         return HookAction(user_message=text)
 
     async def on_start(self, view: EpisodeView) -> HookAction | None:
@@ -148,4 +165,6 @@ class TauUserHook(EnvironmentHook):
 
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
         await self.user.aclose()
-        return {"responses": self.responses, "user_turns": self.user_turns, "ended_by": self.ended_by or "loop"}
+        listed = len(self.user.script) - 1 if isinstance(self.user, ScriptedUser) else None  # an LLM user: open-ended
+        counts = user_turn_counts(self.later_turns, listed)
+        return {"responses": self.responses, **counts, "ended_by": self.ended_by or "loop"}

@@ -9,7 +9,8 @@ agent's messages to the user, from the hook's final state).
 
 `astra.reward.tau_f1_weight` (default 0: τ-bench's reward alone) mixes in our F1 over the gold
 actions (`reward.tau.mixed_reward`), for the ablation. `reward_extra_info`: tau_reward,
-tau_r_actions, tau_r_outputs, tau_outputs_required, tau_action_f1, tau_calls, tau_user_turns.
+tau_r_actions, tau_r_outputs, tau_outputs_required, tau_action_f1, tau_calls, tau_turns_after_prompt
+(the user's turns after its opening one, which is the prompt's: every hook's count).
 Importing this module registers the `tau_user` hook too (the plugin imports it in every process).
 """
 
@@ -29,6 +30,7 @@ from astra_verl.reward.sample import RewardInputError, last_outputs, parse_groun
 from astra_verl.reward.settings import RewardSettings
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, tau_score
 from astra_verl.rollout.context import worker_context
+from astra_verl.rollout.hooks import TURNS_DELIVERED
 from env_registry.families import tau
 from env_registry.spec import tool_module
 
@@ -82,7 +84,7 @@ async def score_episode(sandbox: Sandbox, target: tau.TauTarget, log: EpisodeLog
         **score.extra_info(),
         "tau_action_f1": f1,
         "tau_calls": float(log.num_calls),
-        "tau_user_turns": float(log.hook_state.get("user_turns", 0)),
+        "tau_turns_after_prompt": float(log.hook_state.get(TURNS_DELIVERED, 0)),
     }
     return {"reward_score": mixed_reward(score, f1, f1_weight), "reward_extra_info": info}
 

@@ -36,8 +36,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from astra_verl.calls.call_log import CallStatus, EpisodeLog
+from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.calls.solved import solved_set
+from env_registry.call_check import CallStatus
 from env_registry.commit import commits
 from env_registry.spec import RewardTarget
 

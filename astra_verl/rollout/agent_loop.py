@@ -69,8 +69,9 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
-from astra_verl.calls.call_log import CallRecord, CallStatus, Termination
+from astra_verl.calls.call_log import CallRecord, Termination
 from astra_verl.calls.solved import root_question, solved_by_call, solved_by_final_answer
+from env_registry.call_check import CallStatus
 from env_registry.commit import commits
 
 # chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
+from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
@@ -127,25 +128,95 @@ class AstraDefaultHook(EnvironmentHook):
     """ASTRA's RL episodes: the single user question of the prompt, nothing else."""
 
 
-@dataclass(frozen=True)
-class ScriptedTurn:
-    content: str
+# -- user turns ------------------------------------------------------------------------------
+# Hook-state keys of the user-turn counts every hook that delivers user turns reports (on_end).
+TURNS_LISTED = "turns_after_prompt"  # how many the row lists (absent for an open-ended user)
+TURNS_DELIVERED = "turns_after_prompt_delivered"  # how many the hook delivered
+
+
+class UserTurn(StrictModel):
+    """One user turn a hook delivers after the prompt's (`interaction_kwargs.turns`).
+
+    Counting convention, for every hook (`scripted_user_turns`, `bfcl_multi_turn`, `tau_user`):
+    user turns are counted **after the prompt's**: the prompt's own user turn (if it has one) is
+    never a `UserTurn` and is never counted, so `TURNS_DELIVERED` equals the episode's
+    `EpisodeLog.user_turns` (the user messages hooks injected). A benchmark that counts the
+    prompt's turn (BFCL's ground truth has one entry per user turn) adds it where it scores.
+
+    Wire format (`parse_user_turns`): a string (the content), or {"content": str | null,
+    "add_tools": [tool, ...]} where a tool is {"env_id": str, "name": str}, or a bare name of a
+    tool of the row's environment (`interaction_kwargs.env_id`). `content` is null when the hook
+    words the message itself (BFCL's hold-out turn).
+    """
+
+    section = "interaction_kwargs.turns"
+
+    content: str | None = None
     add_tools: tuple[ToolRef, ...] = ()
+
+
+def user_turn_counts(delivered: int, listed: int | None) -> dict[str, int]:
+    """A hook's final-state entries for its user turns (see `UserTurn` for what is counted)."""
+    return {TURNS_DELIVERED: delivered} | ({} if listed is None else {TURNS_LISTED: listed})
+
+
+def parse_user_turns(raw: Any, hook: str, env_id: str | None = None, key: str = "turns") -> list[UserTurn]:
+    """`interaction_kwargs[key]` (a list, or its JSON text: parquet-friendly) as `UserTurn`s;
+    bare tool names are tools of `env_id`. HookError names the hook and the turn."""
+    if isinstance(raw, str | bytes):
+        try:
+            raw = json.loads(raw)
+        except ValueError as exc:
+            raise HookError(f"{hook}: interaction_kwargs.{key} is not JSON ({exc})") from exc
+    if raw is None:
+        raise HookError(f"{hook}: interaction_kwargs.{key} is missing")
+    if hasattr(raw, "tolist"):  # numpy arrays out of parquet
+        raw = raw.tolist()
+    if not isinstance(raw, list | tuple):
+        raise HookError(f"{hook}: interaction_kwargs.{key} must be a list, got {type(raw).__name__}")
+    return [_user_turn(t, f"{hook}: {key}[{i}]", env_id) for i, t in enumerate(raw)]
+
+
+def _user_turn(raw: Any, where: str, env_id: str | None) -> UserTurn:
+    if isinstance(raw, str):
+        return UserTurn(content=raw)
+    if not isinstance(raw, dict) or not (raw.get("content") is None or isinstance(raw.get("content"), str)):
+        raise HookError(f"{where} must be a string or an object whose 'content' is a string or null")
+    unknown = sorted(set(raw) - {"content", "add_tools"})
+    if unknown:
+        raise HookError(f"{where} has unknown keys {unknown}; a turn has 'content' and 'add_tools'")
+    tools = raw.get("add_tools") or []
+    if not isinstance(tools, list | tuple):
+        raise HookError(f"{where}.add_tools must be a list of tools")
+    refs = []
+    for tool in tools:
+        if isinstance(tool, str) and env_id:
+            refs.append(ToolRef(env_id=env_id, name=tool))
+        elif isinstance(tool, dict) and isinstance(tool.get("env_id"), str) and isinstance(tool.get("name"), str):
+            refs.append(ToolRef(env_id=tool["env_id"], name=tool["name"]))
+        else:
+            raise HookError(
+                f"{where}.add_tools entries need env_id and name, got {tool!r}"
+                + ("" if env_id else " (bare names need interaction_kwargs.env_id)")
+            )
+    return UserTurn(content=raw.get("content"), add_tools=tuple(refs))
 
 
 @register_hook("scripted_user_turns")
 class ScriptedUserTurnsHook(EnvironmentHook):
     """Further user turns listed in the row, delivered one per assistant turn that ends without calls.
 
-    interaction_kwargs: {"name": "scripted_user_turns", "turns": [turn, ...]} where a turn is a
-    string or {"content": str, "add_tools": [{"env_id": str, "name": str}, ...]}; `turns` may
-    also be a JSON string of that list (parquet-friendly). After the last turn is answered the
-    episode ends. Final state: how many turns were delivered.
+    interaction_kwargs: {"name": "scripted_user_turns", "turns": [turn, ...], "env_id": optional}
+    with turns as `UserTurn` reads them, each with content. After the last turn is answered the
+    episode ends. Final state: `user_turn_counts` (turns after the prompt's).
     """
 
     def __init__(self, kwargs: dict[str, Any]):
         super().__init__(kwargs)
-        self.turns = _parse_turns(kwargs.get("turns"))
+        self.turns = parse_user_turns(kwargs.get("turns"), "scripted_user_turns", kwargs.get("env_id"))
+        for i, turn in enumerate(self.turns):
+            if turn.content is None:
+                raise HookError(f"scripted_user_turns: turns[{i}] has no content (this hook sends it verbatim)")
         self.delivered = 0
 
     def tool_pool(self) -> list[ToolRef]:
@@ -159,31 +230,4 @@ class ScriptedUserTurnsHook(EnvironmentHook):
         return HookAction(user_message=turn.content, add_tools=turn.add_tools)
 
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
-        return {"turns_delivered": self.delivered, "turns_total": len(self.turns)}
-
-
-def _parse_turns(raw: Any) -> list[ScriptedTurn]:
-    if isinstance(raw, str | bytes):
-        try:
-            raw = json.loads(raw)
-        except ValueError as exc:
-            raise HookError(f"scripted_user_turns: interaction_kwargs.turns is not JSON ({exc})") from exc
-    if raw is None:
-        raise HookError("scripted_user_turns: interaction_kwargs.turns is missing")
-    if hasattr(raw, "tolist"):  # numpy arrays out of parquet
-        raw = raw.tolist()
-    if not isinstance(raw, list | tuple):
-        raise HookError(f"scripted_user_turns: interaction_kwargs.turns must be a list, got {type(raw).__name__}")
-    turns = []
-    for i, t in enumerate(raw):
-        if isinstance(t, str):
-            turns.append(ScriptedTurn(content=t))
-            continue
-        if not isinstance(t, dict) or not isinstance(t.get("content"), str):
-            raise HookError(f"scripted_user_turns: turns[{i}] must be a string or an object with a 'content' string")
-        try:
-            refs = tuple(ToolRef(env_id=r["env_id"], name=r["name"]) for r in (t.get("add_tools") or []))
-        except (KeyError, TypeError) as exc:
-            raise HookError(f"scripted_user_turns: turns[{i}].add_tools entries need env_id and name ({exc})") from exc
-        turns.append(ScriptedTurn(content=t["content"], add_tools=refs))
-    return turns
+        return user_turn_counts(self.delivered, len(self.turns))

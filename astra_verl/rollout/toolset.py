@@ -27,12 +27,12 @@ from typing import Any
 
 import jsonschema
 from cachetools import LRUCache
-from jsonschema.exceptions import best_match
 
 from astra_foundation.sandbox.protocol import Module, Program
-from astra_verl.calls.call_log import CallRecord, CallStatus
+from astra_verl.calls.call_log import CallRecord
 from env_registry import call_errors
 from env_registry.arguments import argument_validator
+from env_registry.call_check import CallStatus, check_call, schema_problem
 from env_registry.rows import RowError, RowInfo, ToolRef, embedded_spec, embedded_tool
 from env_registry.spec import EnvSpec, RewardTarget, ToolSpec, tool_module
 from env_registry.store import EnvStore
@@ -58,11 +58,7 @@ class EpisodeTool:
 
     def check(self, arguments: dict[str, Any]) -> tuple[str, str] | None:
         """None when the arguments match the schema, else (failing keyword, model-readable reason)."""
-        error = best_match(self.validator.iter_errors(arguments))
-        if error is None:
-            return None
-        where = "arguments" + "".join(f"[{p!r}]" if isinstance(p, str) else f"[{p}]" for p in error.absolute_path)
-        return str(error.validator), f"{where}: {error.message}"
+        return schema_problem(self.validator, arguments)
 
 
 @dataclass(frozen=True)
@@ -93,49 +89,46 @@ class Toolset:
         A call that cannot run (malformed, unknown or hidden tool, arguments violating the schema)
         is not executed; its record carries the model-readable error as `output`. `observe` maps
         the full text to what the model sees (the agent loop truncates); `output_sha` hashes the
-        full text. `session` is awaited only when a call runs. (Over 60 lines: the three refusals
-        and the run share the record's fields through one local helper, read top to bottom.)
+        full text. `session` is awaited only when a call runs. The check and the wording are
+        `env_registry.call_check`'s, shared with trajectory synthesis (SFT data).
         """
         tool = self.tools.get(call.name) if call.name in shown else None
-
-        def rejected(status: CallStatus, kind: str | None, text: str) -> CallRecord:
+        refusal = check_call(
+            call.name,
+            call.arguments,
+            shown,
+            lambda name: self.tools[name].validator,
+            error_kind=call.error_kind,
+            error=call.error,
+        )
+        if refusal is not None:
             return CallRecord(
                 turn=turn,
                 index=index,
                 tool=call.name or None,
                 arguments=call.arguments if call.arguments is not None else call.raw[:MAX_LOGGED_RAW_CHARS],
-                status=status,
-                error_kind=kind,
-                output=observe(text),
-                output_sha=digest(text),
+                status=refusal.status,
+                error_kind=refusal.error_kind,
+                output=observe(refusal.text),
+                output_sha=digest(refusal.text),
                 distractor=tool.distractor if tool else False,
                 source_env=tool.env_id if tool else None,
             )
-
-        if not call.ok:
-            return rejected(CallStatus.BAD_JSON, call.error_kind, call_errors.refused(call.error_kind, call.error))
-        if tool is None:
-            return rejected(CallStatus.UNKNOWN_TOOL, None, call_errors.unknown_tool(call.name, shown))
-        problem = tool.check(call.arguments)
-        if problem is not None:
-            keyword, why = problem
-            return rejected(
-                CallStatus.SCHEMA_ERROR,
-                keyword,
-                call_errors.refused("schema_error", f"arguments of {tool.name!r} do not match its parameters: {why}"),
-            )
+        assert tool is not None and call.arguments is not None  # check_call refuses anything else
         opened = await session()
         t0 = time.perf_counter()
         result = await sandbox.call(opened, tool.module, tool.function, call.arguments)
+        kind = None if result.ok else (result.error_kind.value if result.error_kind else "error")
+        text = result.text if result.ok else call_errors.failed(result.message, kind)
         return CallRecord(
             turn=turn,
             index=index,
             tool=tool.name,
             arguments=call.arguments,
             status=CallStatus.OK if result.ok else CallStatus.TOOL_ERROR,
-            error_kind=None if result.ok else (result.error_kind.value if result.error_kind else "error"),
-            output=observe(result.text),
-            output_sha=digest(result.text),
+            error_kind=kind,
+            output=observe(text),
+            output_sha=digest(text),
             distractor=tool.distractor,
             source_env=tool.env_id,
             elapsed_s=time.perf_counter() - t0,

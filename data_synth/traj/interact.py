@@ -8,9 +8,10 @@ One episode is a small state machine, like verl's tool agent loop:
 
 - At most `max_llm_calls` agent calls (paper: 20); an episode that reaches the cap while still
   calling tools is rejected (`no_final_answer`), as is an empty final answer.
-- Every call is checked before anything runs it: unknown tool, arguments that are not a JSON
-  object, arguments against the tool's JSON Schema (`jsonschema`) -> the agent gets an error
-  observation and the call is recorded as `invalid` (this is data the judge scores, not a crash).
+- Every call is checked before anything runs it, by `env_registry.call_check` (RL's check):
+  arguments that are not a JSON object, an unknown tool, arguments against the tool's JSON
+  Schema -> the agent gets RL's refusal text and the call is recorded with RL's status
+  (`bad_json`, `unknown_tool`, `schema_error`; data the judge scores, not a crash).
 - Call ids are renumbered `call_<n>` across the episode so every `tool` message answers
   exactly one call, whatever ids the model wrote.
 - The whole episode runs under `task_timeout_s`; a timeout is an `error` (a rerun retries it).
@@ -19,7 +20,6 @@ One episode is a small state machine, like verl's tool agent loop:
 from __future__ import annotations
 
 import asyncio
-import json
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Literal, Protocol
@@ -32,6 +32,8 @@ from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
 from data_synth.traj.records import Observation, ScoredTask, Server, ToolDoc, Trajectory, TrajectoryCall
 from env_registry.arguments import argument_validator
+from env_registry.call_check import Refusal, openai_arguments
+from env_registry.call_check import check_call as shared_check
 
 
 class InteractConfig(StrictModel):
@@ -71,19 +73,18 @@ class State(Enum):
     DONE = "done"
 
 
-def check_call(call: ToolCall, server: Server) -> tuple[ToolDoc | None, str | None]:
-    """(tool, None) for a call that may run, or (None, what is wrong)."""
-    if call.name not in server.tool_names():
-        return None, f"unknown tool {call.name!r}; available: {', '.join(server.tool_names())}"
-    if call.args is None:
-        return None, f"arguments of {call.name} are not a JSON object: {call.error}"
-    tool = server.tool(call.name)
-    errors = sorted(argument_validator(tool.parameters).iter_errors(call.args), key=lambda e: list(e.path))
-    if errors:
-        e = errors[0]
-        where = ".".join(str(p) for p in e.absolute_path) or "(arguments)"
-        return None, f"invalid arguments for {call.name}: {where}: {e.message}"
-    return tool, None
+def check_call(call: ToolCall, server: Server) -> tuple[ToolDoc | None, Refusal | None]:
+    """(tool, None) for a call that may run, or (None, the refusal): `env_registry.call_check`, the
+    check and the wording RL's toolset uses, so SFT data shows the refusals RL gives."""
+    args, error = openai_arguments(call)
+    refusal = shared_check(
+        call.name,
+        args,
+        server.tool_names(),
+        lambda name: argument_validator(server.tool(name).parameters),
+        error=error,
+    )
+    return (None, refusal) if refusal is not None else (server.tool(call.name), None)
 
 
 @dataclass
@@ -108,13 +109,12 @@ async def _handle_calls(ep: TrajectoryEpisode, server: Server, backend: ToolBack
     ep.messages.append({"role": "assistant", "content": ep.last.text, "tool_calls": tool_calls})
     for cid, call in pending:
         index = len(ep.calls)
-        tool, problem = check_call(call, server)
-        if tool is None:
-            obs = Observation(status="error", content=json.dumps({"error": problem}, ensure_ascii=False))
-            status = "invalid"
+        tool, refusal = check_call(call, server)
+        if refusal is not None:
+            obs = Observation(status=refusal.status, content=refusal.text, error_kind=refusal.error_kind)
         else:
+            assert tool is not None
             obs = await backend.call(tool, call.args or {}, index)
-            status = obs.status
         ep.calls.append(
             TrajectoryCall(
                 index=index,
@@ -122,7 +122,8 @@ async def _handle_calls(ep: TrajectoryEpisode, server: Server, backend: ToolBack
                 id=cid,
                 name=call.name,
                 arguments=call.arguments,
-                status=status,
+                status=obs.status,
+                error_kind=obs.error_kind,
                 injected_failure=obs.injected_failure,
                 observation=obs.content,
             )

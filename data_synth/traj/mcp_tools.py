@@ -9,8 +9,8 @@ The server's `call_info` (ASTRA's per-server field) says how to reach it:
 Each episode opens its own connection (for stdio: its own server process), so tool state
 never leaks from one episode into another. On connect, the live server's `tools/list` must
 offer every tool the record documents; otherwise the episode is rejected (`mcp_tools_missing`).
-A tool result with `isError` is an `error` observation; a protocol error on a call (unknown
-tool, bad arguments the server refuses) is shown to the agent as an error observation too.
+A tool result with `isError` is a `tool_error` observation, worded as RL words a tool's failure;
+a protocol error on a call (unknown tool, bad arguments the server refuses) is shown the same way.
 Failure injection does not apply: a real server fails on its own. A server that cannot be
 started or reached raises (the record is an `error`; a rerun retries it).
 """
@@ -31,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # anyio (an mcp dependency) brings the backport on 3.10
     from exceptiongroup import BaseExceptionGroup
 from data_synth.traj.records import Observation, Server, ToolDoc
-from data_synth.traj.simulate import observation_text
+from data_synth.traj.simulate import observation
 
 
 def _import_mcp():
@@ -78,9 +78,7 @@ def result_observation(result: Any) -> Observation:
             text = getattr(block, "text", None)
             parts.append(text if isinstance(text, str) else f"[{getattr(block, 'type', 'content')} block]")
         payload = "\n".join(parts)
-    return Observation(
-        status="error" if is_error else "ok", content=observation_text("error" if is_error else "ok", payload)
-    )
+    return observation("error" if is_error else "ok", payload)
 
 
 def _single(group: BaseExceptionGroup) -> BaseException:
@@ -142,5 +140,5 @@ class MCPTools:
         try:
             result = await self.session.call_tool(tool.name, arguments)
         except _protocol_error() as e:
-            return Observation(status="error", content=observation_text("error", f"MCP error: {e}"))
+            return observation("error", f"MCP error: {e}")
         return result_observation(result)

@@ -25,6 +25,7 @@ import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field
 
 from data_synth.pipeline import Record
+from env_registry.call_check import CallStatus
 
 
 def content_id(*parts: Any, n: int = 16) -> str:
@@ -252,26 +253,33 @@ class ScoredTask(Record):
 
 # -- interaction --------------------------------------------------------------------------
 class Observation(_Model):
-    status: Literal["ok", "error"]
+    """What the agent reads for one call: `content`, and the call's status in RL's vocabulary."""
+
+    status: CallStatus
     content: str
+    error_kind: str | None = None  # RL's detail: the decoder kind, schema keyword or tool error kind
     injected_failure: bool = False
 
 
 class TrajectoryCall(_Model):
-    """One tool call of an episode. `status`: ok / error (the tool failed, possibly injected) /
-    invalid (unknown tool, arguments not JSON, arguments against the schema: never executed)."""
+    """One tool call of an episode. `status` is RL's (`env_registry.call_check.CallStatus`): ok,
+    tool_error (the tool failed, possibly injected), or refused before running: bad_json,
+    unknown_tool, schema_error (with `error_kind`, as in RL's call log)."""
 
     index: int
     turn: int
     id: str
     name: str
     arguments: str
-    status: Literal["ok", "error", "invalid"]
+    status: CallStatus
+    error_kind: str | None = None
     injected_failure: bool = False
     observation: str
 
 
 class Trajectory(Record):
+    VERSION = 2  # 2: calls carry RL's statuses and refusal wording (1: ok/error/invalid)
+
     task: Task
     server_id: str
     messages: list[dict[str, Any]]
@@ -291,5 +299,6 @@ class Judgement(_Model):
 
 
 class JudgedTrajectory(Record):
+    VERSION = 2  # holds a Trajectory of version 2
     trajectory: Trajectory
     judgement: Judgement

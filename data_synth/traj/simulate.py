@@ -27,6 +27,8 @@ from astra_foundation.llm import LLMClient
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
 from data_synth.traj.records import Observation, Server, ToolDoc
+from env_registry import call_errors
+from env_registry.call_check import CallStatus
 
 MAX_OBSERVATION_CHARS = 8000
 
@@ -46,12 +48,23 @@ def injects_failure(seed: int, task_key: str, call_index: int, rate: float) -> b
 
 
 def observation_text(status: str, result: Any) -> str:
-    """What the agent reads: the result (JSON unless a string); errors as `{"error": ...}`."""
+    """What the agent reads: the result (JSON unless a string); an error as RL shows a tool's failure
+    (`call_errors.failed`: `Error (exception): <message>`)."""
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
     if status == "error":
-        text = json.dumps({"error": result}, ensure_ascii=False)
-    else:
-        text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+        text = call_errors.failed(text)
     return text if len(text) <= MAX_OBSERVATION_CHARS else text[:MAX_OBSERVATION_CHARS] + " ...[truncated]"
+
+
+def observation(status: str, result: Any, injected_failure: bool = False) -> Observation:
+    """A tool's answer (`status` "ok" or "error", as the simulator and MCP report it) in RL's vocabulary."""
+    failed = status == "error"
+    return Observation(
+        status=CallStatus.TOOL_ERROR if failed else CallStatus.OK,
+        content=observation_text(status, result),
+        error_kind=call_errors.FAILED_KIND if failed else None,
+        injected_failure=injected_failure,
+    )
 
 
 def parse_simulation(value: Any, must_fail: bool) -> tuple[str, Any]:
@@ -109,6 +122,6 @@ class SimulatedTools:
             temperature=self.temperature,
         )
         status, result = reply.value
-        text = observation_text(status, result)
-        self.history.append((f"{tool.name}({json.dumps(arguments, ensure_ascii=False)})", text[:600]))
-        return Observation(status=status, content=text, injected_failure=fail)
+        obs = observation(status, result, injected_failure=fail)
+        self.history.append((f"{tool.name}({json.dumps(arguments, ensure_ascii=False)})", obs.content[:600]))
+        return obs

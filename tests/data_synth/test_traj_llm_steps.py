@@ -393,10 +393,10 @@ def test_invalid_calls_get_error_observations_and_are_never_simulated():
         ],
         sim=sim,
     )
-    assert [c.status for c in t.calls] == ["invalid", "invalid", "invalid", "ok"]
-    assert "unknown tool 'checkout'" in t.calls[0].observation
-    assert "not a JSON object" in t.calls[1].observation
-    assert "quantity" in t.calls[2].observation and "minimum" in t.calls[2].observation
+    assert [c.status.value for c in t.calls] == ["unknown_tool", "bad_json", "schema_error", "ok"]
+    assert t.calls[0].observation.startswith("Error (unknown_tool): there is no tool named 'checkout'")
+    assert t.calls[1].observation.startswith("Error (bad_json): arguments are not valid JSON")
+    assert "quantity" in t.calls[2].observation and t.calls[2].error_kind == "minimum"
     assert len(simulated) == 1
 
 
@@ -491,7 +491,7 @@ def test_check_call_uses_the_json_schema():
     )
     assert check_call(ok, SERVER)[1] is None
     missing = ToolCall.from_openai({"function": {"name": "add_to_cart", "arguments": '{"product_id": "a"}'}}, 0)
-    assert "'quantity' is a required property" in check_call(missing, SERVER)[1]
+    assert "'quantity' is a required property" in check_call(missing, SERVER)[1].text
 
 
 # -- judge ----------------------------------------------------------------------------------

@@ -108,9 +108,13 @@ def test_episode_against_a_real_stdio_mcp_server(tmp_path):
     traj = env.out[0]
     assert traj["backend"] == "mcp"
     calls = traj["calls"]
-    assert [c["status"] for c in calls] == ["ok", "ok", "error"]
+    assert [c["status"] for c in calls] == ["ok", "ok", "tool_error"]
     assert "saved milk" in calls[0]["observation"] and "buy 2 litres" in calls[1]["observation"]
-    assert "no note titled 'eggs'" in calls[2]["observation"] and not any(c["injected_failure"] for c in calls)
+    assert (
+        calls[2]["observation"].startswith("Error (exception): ")
+        and "no note titled 'eggs'" in calls[2]["observation"]
+        and not any(c["injected_failure"] for c in calls)
+    )
 
     # A record whose live server lacks a documented tool, and one with no endpoint, are rejected.
     extra = server.model_copy(

@@ -8,11 +8,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval.bfcl_hook import BfclMultiTurnHook, parse_turns
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import HookError
+from env_registry.call_check import CallStatus
 from env_registry.rows import ToolRef
 
 TURNS = [
@@ -58,7 +59,8 @@ def test_turns_are_delivered_one_at_a_time_and_the_holdout_reveals_its_tools():
     log.assistant_turns = 6
     assert run(h.on_assistant_end(view(log), "all done")) is None  # after the last turn the episode ends
     state = run(h.on_end(view(log)))
-    assert state["turns_total"] == state["turns_delivered"] == 4
+    # turns after the prompt's (astra_verl.rollout.hooks.UserTurn); the prompt's turn starts turn_starts
+    assert state["turns_after_prompt"] == state["turns_after_prompt_delivered"] == 3
     assert state["turn_starts"] == [1, 3, 4, 6] and state["force_quit"] is False
 
 
@@ -96,7 +98,7 @@ def test_step_limit_ends_the_episode_after_bfcls_21st_step():
     assert action is not None and action.terminate and h.force_quit
     assert run(h.on_assistant_end(view(log), "")) is None
     state = run(h.on_end(view(log)))
-    assert state["force_quit"] and state["steps_per_turn"] == [21] and state["turns_delivered"] == 1
+    assert state["force_quit"] and state["steps_per_turn"] == [21] and state["turns_after_prompt_delivered"] == 0
 
 
 def test_steps_are_counted_per_turn():
@@ -126,7 +128,7 @@ def test_a_step_bfcl_cannot_decode_ends_the_user_turn_uncounted(style):
     assert last.terminate and last.user_message is None
     state = run(h.on_end(view(log)))
     assert state["turn_starts"] == [1, 3, 4, 5] and state["steps_per_turn"] == [1, 0, 0, 0]
-    assert state["call_style"] == style and state["turns_delivered"] == 4
+    assert state["call_style"] == style and state["turns_after_prompt_delivered"] == 3
 
 
 def test_prompt_style_keeps_a_step_with_one_good_block():
@@ -153,7 +155,7 @@ def test_an_unknown_call_style_is_an_error():
     "turns, match",
     [
         ("not json", "not JSON"),
-        ('{"content": "x"}', "JSON list"),
+        ('{"content": "x"}', "must be a list"),
         ('[{"content": null, "add_tools": []}]', "either content"),
         ('[{"content": "x", "add_tools": ["sort"]}]', "either content"),
         ('[{"content": 3}]', "string or null"),
@@ -161,7 +163,7 @@ def test_an_unknown_call_style_is_an_error():
 )
 def test_bad_turns_are_clear_errors(turns, match):
     with pytest.raises(HookError, match=match):
-        parse_turns(turns)
+        parse_turns(turns, "e1")
 
 
 def test_missing_env_id_is_an_error():

@@ -19,13 +19,14 @@ from pathlib import Path
 import pytest
 
 from astra_foundation.llm import LLMClient, ScriptedBackend
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_score import BfclScoringError, CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.context import worker_context
 from astra_verl.rollout.testing import run
+from env_registry.call_check import CallStatus
 
 DIRECT = Path(__file__).with_name("bfcl_direct.py")
 PROMPT_IDS = ["multi_turn_base_0", "multi_turn_miss_func_0", "multi_turn_miss_param_0", "multi_turn_long_context_1"]

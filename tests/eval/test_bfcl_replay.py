@@ -9,10 +9,10 @@ import json
 import pytest
 
 from astra_foundation.llm import LLMClient, ScriptedBackend
-from astra_verl.calls.call_log import CallStatus
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_replay import ReplayError, parse_call, run_replay
 from astra_verl.eval.chat_rollout import ChatRollout
+from env_registry.call_check import CallStatus
 
 
 def test_ground_truth_strings_parse_into_tool_calls():
@@ -105,4 +105,4 @@ def test_a_held_back_function_is_callable_only_from_its_turn(bfcl_sample, bfcl_s
     holdout = [m for m in result.messages if m["role"] == "user"][3]["content"]
     assert '"name": "sort"' in holdout  # prompting mode: the new function is listed, then BFCL's sentence
     assert holdout.endswith("I have updated some more functions you can choose from. What about now?")
-    assert result.log.hook_state["turns_delivered"] == len(entry.turns)
+    assert result.log.hook_state["turns_after_prompt_delivered"] == len(entry.turns) - 1

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.eval.bfcl_score import (
     BfclScoringError,
     call_string,
@@ -19,6 +19,7 @@ from astra_verl.eval.bfcl_score import (
     score_episode,
 )
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
+from env_registry.call_check import CallStatus
 
 
 def rec(turn: int, tool: str, args, status: CallStatus = CallStatus.OK, index: int = 0) -> CallRecord:
@@ -29,8 +30,9 @@ def episode(target, calls, starts, *, delivered=None, force_quit=False, terminat
     log = EpisodeLog(env_id=target.env_id, calls=calls, hook="bfcl_multi_turn", terminated_by=terminated)
     log.hook_state = {
         "turn_starts": starts,
-        "turns_delivered": len(starts) if delivered is None else delivered,
-        "turns_total": len(target.ground_truth),
+        # the hook's counts: user turns after the prompt's
+        "turns_after_prompt_delivered": (len(starts) if delivered is None else delivered) - 1,
+        "turns_after_prompt": len(target.ground_truth) - 1,
         "steps_per_turn": [1] * len(starts),
         "force_quit": force_quit,
         "call_style": "prompt",

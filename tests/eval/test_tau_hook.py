@@ -10,10 +10,11 @@ import pytest
 from taukit import require_tau_bench
 
 from astra_foundation.llm.fake_server import FakeOpenAIServer, chat_reply
-from astra_verl.calls.call_log import CallRecord, CallStatus
+from astra_verl.calls.call_log import CallRecord
 from astra_verl.eval.tau_hook import OPENING, STOP, TauUserHook, user_system_prompt
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, outputs_found, tau_score
 from astra_verl.rollout.hooks import HookError
+from env_registry.call_check import CallStatus
 
 TERMINATE = json.dumps(["transfer_to_human_agents"])
 
@@ -35,7 +36,13 @@ def test_scripted_user_opens_answers_and_stops():
         return await hook.on_end(view)
 
     state = asyncio.run(main())
-    assert state == {"responses": ["Which order?", "Done: 12.50"], "user_turns": 2, "ended_by": "user_stop"}
+    # the opening message is the prompt's turn: one user turn after it, of the one the script lists
+    assert state == {
+        "responses": ["Which order?", "Done: 12.50"],
+        "turns_after_prompt_delivered": 1,
+        "turns_after_prompt": 1,
+        "ended_by": "user_stop",
+    }
 
 
 def test_a_terminate_tool_ends_the_episode_and_other_calls_do_not():
@@ -56,7 +63,11 @@ def test_a_terminate_tool_ends_the_episode_and_other_calls_do_not():
     [
         ({"user": "robot"}, "must be 'scripted' or 'llm'"),
         ({"user": "scripted", "script": "[]"}, "at least one message"),
-        ({"user": "scripted", "script": "{not json"}, "not JSON"),
+        ({"user": "scripted", "script": "{not json"}, "script is not JSON"),
+        (
+            {"user": "scripted", "script": '[{"content": "hi", "add_tools": [{"env_id": "e", "name": "x"}]}]'},
+            "adds no tools",
+        ),
         ({"user": "llm", "instruction": "x"}, r"needs interaction_kwargs \['base_url', 'model'\]"),
     ],
 )
@@ -96,7 +107,12 @@ def test_llm_user_uses_tau_benchs_prompt_with_roles_swapped():
         {"role": "assistant", "content": "Hi, I'd like to return a lamp."},
         {"role": "user", "content": "Done, refund of 12.50."},
     ]
-    assert state == {"responses": ["Done, refund of 12.50."], "user_turns": 1, "ended_by": "user_stop"}
+    # an LLM user is open-ended: no listed count; it stopped right after its opening message
+    assert state == {
+        "responses": ["Done, refund of 12.50."],
+        "turns_after_prompt_delivered": 0,
+        "ended_by": "user_stop",
+    }
 
 
 def test_tau_score_is_the_database_check_times_the_output_check():

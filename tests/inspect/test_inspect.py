@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.inspect.cli import main
 from astra_verl.inspect.html import summarize_step
 from astra_verl.inspect.records import episode_record, read_records, write_records
+from env_registry.call_check import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 TARGET = RewardTarget(

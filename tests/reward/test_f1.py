@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from astra_verl.calls.call_log import CallStatus
 from astra_verl.reward.f1 import RewardMode, precision_recall_f1, score_episode
+from env_registry.call_check import CallStatus
 
 
 @pytest.mark.parametrize(

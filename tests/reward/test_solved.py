@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from astra_verl.calls.call_log import CallStatus
 from astra_verl.calls.solved import solved_by_call, solved_by_final_answer, solved_set
+from env_registry.call_check import CallStatus
 
 
 def test_a_successful_call_to_the_own_tool_with_the_answer_solves(build):

@@ -7,11 +7,12 @@ import json
 
 import pytest
 
-from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from astra_verl.rollout.toolset import ToolsetError
+from env_registry.call_check import CallStatus
 from env_registry.rows import RowError, ToolRef
 
 
@@ -303,7 +304,7 @@ def test_scripted_user_turns_and_tools_added_mid_episode(cfg, tiny_tokenizer, en
     assert [c.status for c in log.calls] == [CallStatus.UNKNOWN_TOOL, CallStatus.OK]
     assert (log.user_turns, log.assistant_turns, log.final_answer) == (1, 4, "105.4 km2.")
     assert log.hook == "scripted_user_turns"
-    assert log.hook_state == {"turns_delivered": 1, "turns_total": 1}
+    assert log.hook_state == {"turns_after_prompt_delivered": 1, "turns_after_prompt": 1} and log.user_turns == 1
     context = tiny_tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask, strict=True) if not m])
     assert "Now give me the area too" in context
     assert '"get_area"' not in tiny_tokenizer.decode(out.prompt_ids)  # hidden at the start

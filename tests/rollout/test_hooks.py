@@ -14,6 +14,8 @@ from astra_verl.rollout.hooks import (
     EnvironmentHook,
     HookError,
     ScriptedUserTurnsHook,
+    UserTurn,
+    parse_user_turns,
     register_hook,
     registered_hooks,
 )
@@ -147,7 +149,36 @@ def test_scripted_turns_one_at_a_time_with_tools():
         assert (a1.user_message, a1.add_tools) == ("first follow-up", ())
         assert (a2.user_message, a2.add_tools) == ("now use the new tool", (ToolRef("e1", "t"),))
         assert run(hook.on_assistant_end(view(), "z")) is None
-        assert run(hook.on_end(view())) == {"turns_delivered": 2, "turns_total": 2}
+        assert run(hook.on_end(view())) == {"turns_after_prompt_delivered": 2, "turns_after_prompt": 2}
+
+
+def test_one_user_turn_record_for_every_hook():
+    """The scripted hook's wire format (tool refs) and BFCL's (bare names of the row's env) are one
+    record; each hook delivering every listed turn reports the same count (turns after the prompt's)."""
+    from astra_verl.eval.bfcl_hook import BfclMultiTurnHook
+    from astra_verl.eval.tau_hook import TauUserHook
+    from astra_verl.rollout.hooks import TURNS_DELIVERED, TURNS_LISTED
+
+    scripted = ["more?", {"content": "and this?", "add_tools": [{"env_id": "e1", "name": "t"}]}]
+    bfcl = [{"content": "more?", "add_tools": []}, {"content": "and this?", "add_tools": ["t"]}]
+    expected = [UserTurn(content="more?"), UserTurn(content="and this?", add_tools=(ToolRef("e1", "t"),))]
+    assert parse_user_turns(scripted, "s") == parse_user_turns(json.dumps(bfcl), "b", env_id="e1") == expected
+    with pytest.raises(HookError, match="bare names need interaction_kwargs.env_id"):
+        parse_user_turns(bfcl, "s")
+
+    log = SimpleNamespace(assistant_turns=1, parser="astra_bfcl_qwen", user_turns=0)
+    v = SimpleNamespace(log=log, tool_schemas=lambda refs: [])
+    bfcl_hook = BfclMultiTurnHook({"env_id": "e1", "turns": json.dumps([{"content": "2nd"}, {"content": "3rd"}])})
+    tau = TauUserHook({"user": "scripted", "script": json.dumps(["1st", "2nd", "3rd"])})
+    hooks = [ScriptedUserTurnsHook({"turns": ["2nd", "3rd"]}), bfcl_hook, tau]
+    for hook in hooks:
+        log.user_turns = 0
+        opening = run(hook.on_start(v))
+        while (action := run(hook.on_assistant_end(v, "ok"))) is not None and action.user_message:
+            log.user_turns += 1  # what the loop counts: user messages after the prompt
+        state = run(hook.on_end(v))
+        assert (state[TURNS_DELIVERED], state[TURNS_LISTED], log.user_turns) == (2, 2, 2), hook.name
+        assert opening is None or opening.user_message == "1st"  # τ's opening message goes into the prompt
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
+from env_registry.call_check import CallStatus
 
 OK, BAD, UNKNOWN, SCHEMA, TOOL_ERR, SKIP = (
     CallStatus.OK,

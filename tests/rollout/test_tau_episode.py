@@ -14,9 +14,10 @@ import pytest
 from taukit import require_tau_bench
 
 from astra_foundation.sandbox import SandboxPool
-from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
+from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.eval.tau_reward import parse_target, score_episode
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
+from env_registry.call_check import CallStatus
 
 DOMAIN, SPLIT, INDEX = "retail", "test", 19  # 7 gold actions (reads, then a return) and 2 required outputs
 
@@ -91,7 +92,8 @@ def test_gold_episode_scores_one_and_user_turns_are_masked(cfg, tiny_tokenizer, 
     out, log, server = _episode(cfg, tiny_tokenizer, two, gold, final, first=["Let me look into it."])
     assert log.hook == "tau_user" and log.terminated_by is Termination.HOOK
     assert [c.status for c in log.calls] == [CallStatus.OK] * len(gold)
-    assert log.user_turns == 1 and log.hook_state["user_turns"] == 2  # the first went into the prompt
+    # the first went into the prompt: one turn after it, as EpisodeLog.user_turns counts
+    assert log.user_turns == log.hook_state["turns_after_prompt_delivered"] == 1
     assert log.hook_state["responses"] == ["Let me look into it.", final]
     assert log.hook_state["ended_by"] == "user_stop"
     assert instruction[:40] in tiny_tokenizer.decode(out.prompt_ids)

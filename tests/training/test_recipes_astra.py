@@ -11,7 +11,8 @@ from omegaconf import OmegaConf
 from tensordict import TensorDict
 from testkit import REPO
 
-from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
+from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from env_registry.call_check import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 ABLATIONS = {

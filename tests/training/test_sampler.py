@@ -192,8 +192,9 @@ def test_the_sampled_batch_leaves_one_episode_record_per_episode_beside_verls_du
     solved, why it ended, keyed by the TransferQueue key verl's own dump uses as `uid`."""
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-    from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog, Termination
+    from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
     from astra_verl.inspect.records import read_records
+    from env_registry.call_check import CallStatus
     from env_registry.spec import RewardTarget, TargetSubQuestion
 
     target = RewardTarget(
