@@ -94,7 +94,9 @@ def _load() -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-dir", required=True, type=Path, help="where every step reads and writes (resumable)")
-    p.add_argument("--config", type=Path, metavar="FILE", help="YAML settings (sections as in data_synth/env/config.py)")
+    p.add_argument(
+        "--config", type=Path, metavar="FILE", help="YAML settings (sections as in data_synth/env/config.py)"
+    )
     p.add_argument("--concurrency", type=int, help="records in flight per step (default 64)")
     add_run_arguments(p)
     g = p.add_argument_group("sandbox")
