@@ -12,7 +12,8 @@
 
 Every section is a strict settings model (`data_synth.pipeline.settings.PipelineSettings`, shared
 with `data_synth traj`): a key it does not know, or a value of the wrong type, is an error naming
-the file, the section, the key and the known keys. `store: null` is RUN_DIR/envs.
+the file, the section, the key and the known keys. `store: null` is RUN_DIR/envs; paths are read
+from the working directory, as the flags' are.
 """
 
 from __future__ import annotations
