@@ -38,8 +38,9 @@ from pathlib import Path
 
 from benchkit import Report, machine_line
 
-from data_synth.env.cli import EnvRun, build_parser
+from data_synth.env.cli import build_parser, make_run
 from data_synth.env.report import env_funnel
+from data_synth.env.run import EnvRun
 from data_synth.env.seeds import sample_input
 
 
@@ -67,7 +68,7 @@ async def synthesize(run: EnvRun) -> float:
     """Run the timed steps; returns the sandbox's CPU seconds: its workers and the session
     processes they forked and reaped, read before the pool closes (under bubblewrap the workers
     are not our children, so this process's rusage would not see them)."""
-    ctx = await run._local_ctx()  # the context `synthesize` uses; its pool is the sandbox measured
+    ctx = await run.context()  # the context `synthesize` uses; its pool is the sandbox measured
     try:
         await run.synthesize()
         return sum(process_cpu(pid) for pid in ctx.sandbox.worker_pids() if pid)
@@ -85,7 +86,7 @@ def run_pipeline(base_url: str, inputs: Path, run_dir: Path, *, samples: int, li
     if limit:
         argv += ["--limit", str(limit)]
     args = build_parser().parse_args(argv)
-    run = EnvRun(args)
+    run = make_run(args)
     t0, c0, s0 = time.perf_counter(), time.process_time(), process_cpu(server_pid)
     sandbox_cpu = asyncio.run(synthesize(run))
     elapsed, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, process_cpu(server_pid) - s0

@@ -8,9 +8,10 @@ sub-answers values, the number of sub-questions within the seed's hop range. Rej
 
 from __future__ import annotations
 
+from data_synth.env.context import EnvContext
 from data_synth.env.records import QA, Seed
 from data_synth.env.trace import parse_trace
-from data_synth.pipeline import Step, StepContext
+from data_synth.pipeline import Step
 from data_synth.prompts import load_prompt
 
 PROMPT = "env/decompose"
@@ -43,7 +44,7 @@ class Decompose(Step[Seed, QA]):
     input_type = Seed
     output_type = QA
 
-    async def process(self, record: Seed, ctx: StepContext) -> QA:
+    async def process(self, record: Seed, ctx: EnvContext) -> QA:
         def check(value):
             return parse_trace(value, hop_min=record.hop_min, hop_max=record.hop_max)
 

@@ -34,8 +34,9 @@ from astra_foundation.llm.extract import ReplyError, extract_code, extract_json
 from astra_foundation.llm.scripted import scripted_source
 from data_synth.env.calls import parse_call, schema_problems
 from data_synth.env.code import code_problems
+from data_synth.env.context import EnvContext
 from data_synth.env.records import BuiltTool, Merged, Tooled
-from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
+from data_synth.pipeline import Reject, Step, gather_or_cancel
 from data_synth.prompts import load_prompt
 from env_registry.call_key import derive_call_key
 from env_registry.shape import shape_of
@@ -106,7 +107,7 @@ class MergeTools(Step[Tooled, Merged]):
     def __init__(self, merge_retries: int = 20):
         self.merge_retries = merge_retries
 
-    async def _cluster(self, record: Tooled, ctx: StepContext) -> list[list[str]]:
+    async def _cluster(self, record: Tooled, ctx: EnvContext) -> list[list[str]]:
         ids = [t.node_id for t in record.tools]
         if len(ids) < 2:
             return [ids]
@@ -165,7 +166,7 @@ class MergeTools(Step[Tooled, Merged]):
         )
         return _Merge(cluster, conversation, {t.node_id: record.node(t.node_id).answer for t in cluster})
 
-    async def _propose(self, record: Tooled, m: _Merge, ctx: StepContext) -> None:
+    async def _propose(self, record: Tooled, m: _Merge, ctx: EnvContext) -> None:
         """Ask until a reply passes the static checks; the replay then judges it."""
         while m.attempts < self.merge_retries:
             m.attempts += 1
@@ -242,7 +243,7 @@ class MergeTools(Step[Tooled, Merged]):
         prompts = {**record.prompts, self.name: load_prompt(PROMPT).tag}
         return self.build_env(record, tools, tool_of, prompts)
 
-    async def process(self, record: Tooled, ctx: StepContext) -> Merged:
+    async def process(self, record: Tooled, ctx: EnvContext) -> Merged:
         by_node = {t.node_id: t for t in record.tools}
         clusters = await self._cluster(record, ctx)
         groups = [[by_node[i] for i in c] for c in clusters]

@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from astra_foundation.llm.extract import ReplyError
+from data_synth.env.context import EnvContext
 from data_synth.env.records import QA, Labeled, Necessity
 from data_synth.env.trace import render_trace
-from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.pipeline import Reject, Step
 from data_synth.prompts import load_prompt
 
 PROMPT = "env/necessity"
@@ -66,7 +67,7 @@ class LabelNecessity(Step[QA, Labeled]):
     def __init__(self, temperature: float = 0.0):
         self.temperature = temperature
 
-    async def process(self, record: QA, ctx: StepContext) -> Labeled:
+    async def process(self, record: QA, ctx: EnvContext) -> Labeled:
         ids = [n.id for n in record.nodes]
         messages = load_prompt(PROMPT).messages("user", question=record.question, trace=render_trace(record.nodes))
         reply = await ctx.llm.complete_json(

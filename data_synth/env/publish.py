@@ -2,7 +2,7 @@
 
 `Publish` (input `Merged`, output `Published`) re-checks each environment's structure (cheap;
 the merge step replayed its golden calls) and appends it to the `EnvStore` held in
-`ctx.extra["store"]`; the store de-duplicates by content hash, so a rerun adds nothing twice.
+`ctx.store` (`EnvContext`); the store de-duplicates by content hash, so a rerun adds nothing twice.
 `export_parquet` then writes train/val parquet for `main_ppo` through `env_registry.export`.
 """
 
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from data_synth.env.context import EnvContext
 from data_synth.env.records import Merged, Published
-from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.pipeline import Reject, Step
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.spec import EnvSpec
 from env_registry.validate import check_structure
@@ -22,12 +23,14 @@ class Publish(Step[Merged, Published]):
     input_type = Merged
     output_type = Published
 
-    async def process(self, record: Merged, ctx: StepContext) -> Published:
+    async def process(self, record: Merged, ctx: EnvContext) -> Published:
         env = EnvSpec.model_validate(record.env)
         issues = check_structure(env)
         if issues:
             raise Reject(f"invalid_env:{issues[0].rule.value}", "; ".join(str(i) for i in issues[:5]))
-        new = ctx.extra["store"].add(env)
+        if ctx.store is None:
+            raise RuntimeError("publish needs the store in its EnvContext (the run opens it)")
+        new = ctx.store.add(env)
         return Published(
             key=record.key,
             env_id=env.id,

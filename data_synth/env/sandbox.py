@@ -28,7 +28,7 @@ async def run_tool_calls(
 ) -> list[CallResult]:
     """`tools` maps tool name -> source; `calls` are (tool name, kwargs), run in order in one session."""
     if sandbox is None:
-        raise RuntimeError("this step runs model-written code and needs a sandbox in its StepContext")
+        raise RuntimeError("this step runs model-written code and needs a sandbox in its EnvContext")
     tag = _tag(list(tools.values()))
     program = Program(tuple(Module(name=tool_module(n, tag), source=src) for n, src in tools.items()))
     session = await sandbox.open_session(program)

@@ -27,9 +27,10 @@ from astra_foundation.llm.extract import ExtractError, ReplyError, extract_code
 from astra_foundation.llm.types import LLMOutputError
 from data_synth.env.calls import parse_call, schema_problems, ungrounded_values
 from data_synth.env.code import check_scaled, check_schema, code_problems
+from data_synth.env.context import EnvContext
 from data_synth.env.records import BuiltTool, Selected, Tooled, TraceNode
 from data_synth.env.sandbox import format_call, output_problem, run_tool_calls
-from data_synth.pipeline import Reject, Step, StepContext, gather_or_cancel
+from data_synth.pipeline import Reject, Step, gather_or_cancel
 from data_synth.prompts import load_prompt
 
 PROMPT = "env/tool"
@@ -66,7 +67,7 @@ class SynthesizeTools(Step[Selected, Tooled]):
         self.require_grounded_values = require_grounded_values
 
     # -- (a)-(c) --------------------------------------------------------------------------
-    async def _design(self, node: TraceNode, context: str, ctx: StepContext, sample: int) -> tuple[dict, str, dict]:
+    async def _design(self, node: TraceNode, context: str, ctx: EnvContext, sample: int) -> tuple[dict, str, dict]:
         p = load_prompt(PROMPT)
         stage = "schema"
         try:
@@ -125,7 +126,7 @@ class SynthesizeTools(Step[Selected, Tooled]):
 
     # -- (d)-(e) --------------------------------------------------------------------------
     async def _implement(
-        self, node: TraceNode, schema: dict, args: dict, ctx: StepContext, sample: int
+        self, node: TraceNode, schema: dict, args: dict, ctx: EnvContext, sample: int
     ) -> tuple[str, str, int]:
         p = load_prompt(PROMPT)
         call = format_call(schema["name"], args)
@@ -160,7 +161,7 @@ class SynthesizeTools(Step[Selected, Tooled]):
             ]
         raise failure
 
-    async def build(self, record: Selected, node: TraceNode, ctx: StepContext) -> BuiltTool:
+    async def build(self, record: Selected, node: TraceNode, ctx: EnvContext) -> BuiltTool:
         context = node_context(record, node)
         last = _Failure("schema", "no attempt")
         for outer in range(self.outer_retries):
@@ -191,7 +192,7 @@ class SynthesizeTools(Step[Selected, Tooled]):
             f"last problem: {last.problem[:500]}",
         )
 
-    async def process(self, record: Selected, ctx: StepContext) -> Tooled:
+    async def process(self, record: Selected, ctx: EnvContext) -> Tooled:
         tools = await gather_or_cancel(*(self.build(record, n, ctx) for n in record.tool_nodes()))
         return Tooled(
             **record.model_dump(exclude={"prompts"}),

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 
 from astra_foundation.llm.extract import ReplyError
+from data_synth.env.context import EnvContext
 from data_synth.env.records import JudgeScores, Labeled, Scored, Selected, TraceNode
 from data_synth.env.trace import render_trace
-from data_synth.pipeline import Reject, Step, StepContext
+from data_synth.pipeline import Reject, Step
 from data_synth.prompts import load_prompt
 
 PROMPT = "env/verify"
@@ -108,7 +109,7 @@ class Verify(Step[Labeled, Scored]):
     def __init__(self, temperature: float = 0.0):
         self.temperature = temperature
 
-    async def _judge(self, judge: str, record: Labeled, ctx: StepContext) -> tuple[float, list[str]]:
+    async def _judge(self, judge: str, record: Labeled, ctx: EnvContext) -> tuple[float, list[str]]:
         nodes = record.nodes
         dependent = [n.id for n in nodes if n.depends_on]
         checks = {
@@ -134,7 +135,7 @@ class Verify(Step[Labeled, Scored]):
         )
         return reply.value
 
-    async def process(self, record: Labeled, ctx: StepContext) -> Scored:
+    async def process(self, record: Labeled, ctx: EnvContext) -> Scored:
         results = await asyncio.gather(*(self._judge(j, record, ctx) for j in JUDGES))
         scores = JudgeScores(
             **{j: round(s, 6) for j, (s, _) in zip(JUDGES, results, strict=True)},
@@ -167,7 +168,7 @@ class Select(Step[Scored, Selected]):
         self.population = population
         self.percentile = percentile
 
-    async def process(self, record: Scored, ctx: StepContext) -> Selected:
+    async def process(self, record: Scored, ctx: EnvContext) -> Selected:
         if record.quality + 1e-9 < self.threshold:
             raise Reject(
                 "below_quality_threshold",

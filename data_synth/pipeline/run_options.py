@@ -1,24 +1,43 @@
-"""The run options both synthesis command lines share, and what they do to a run directory.
+"""The run options both synthesis command lines share, and what a command does with a run directory
+before and after its steps (one copy for `data_synth env` and `data_synth traj`).
 
 add_run_arguments(parser)        --shard, --ray [ADDRESS], --ray-workers, -q/--quiet,
                                  --force, --redo, --retry-rejected
+check_run_dir(run_dir, pipeline, creates=, first=)
+                                 refuse a directory the command cannot use, before anything is written
+step_settings(steps, table)      what decides each written step's records (for the manifest)
+answered_by(llm)                 the model (or dry-run responder) named in those settings
 prepare_run_dir(args, pipeline, order, steps, settings)
                                  apply --redo / --retry-rejected, then record the steps'
                                  settings in the manifest (refused when they differ, unless --force)
+failures(stats, ...)             why the command did not fully succeed; `exit_status` prints them
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from astra_foundation.clikit import add_quiet
-from data_synth.pipeline.manifest import forget_steps, record_settings
+from astra_foundation.clikit import EXIT_FAILED, EXIT_OK, UsageError, add_quiet
+from data_synth.pipeline.manifest import forget_steps, read_manifest, record_settings
 from data_synth.pipeline.redo import redo_steps, retry_rejected
 
-__all__ = ["add_run_arguments", "prepare_run_dir"]
+if TYPE_CHECKING:  # annotations only: the runner and the LLM client load aiohttp and tqdm
+    from astra_foundation.llm import LLMConfig
+    from data_synth.pipeline.runner import RunStats
+
+__all__ = [
+    "add_run_arguments",
+    "answered_by",
+    "check_run_dir",
+    "exit_status",
+    "failures",
+    "prepare_run_dir",
+    "step_settings",
+]
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -61,3 +80,50 @@ def prepare_run_dir(
         where = f" (originals in {archive})" if archive else ""
         print(f"retry: {dropped} rejected records will run again{where}", flush=True)
     record_settings(run_dir, pipeline, settings, force=args.force)
+
+
+def check_run_dir(run_dir: Path, pipeline: str, *, creates: bool, first: str) -> None:
+    """Refuse a run directory the command cannot use, before anything is written: one that does
+    not exist (unless the command `creates` it: `first` or `run`), a file, or another pipeline's
+    run directory (its manifest names the pipeline)."""
+    if not run_dir.is_dir() and (run_dir.exists() or not creates):
+        what = "is not a directory" if run_dir.exists() else "does not exist"
+        raise UsageError(f"--run-dir {run_dir} {what}; run `{first}` (or `run`) into it first")
+    if run_dir.is_dir():
+        read_manifest(run_dir, pipeline)
+
+
+def answered_by(llm: LLMConfig | None) -> str:
+    """The model a step's records come from, as the manifest records it: the served model's name,
+    else the dry run's responder or rules file ("" when there is none)."""
+    if llm is None:
+        return ""
+    return llm.model or llm.responder or llm.scripted or ""
+
+
+def step_settings(
+    steps: Sequence[str], table: Mapping[str, Callable[[], Mapping[str, Any]]]
+) -> dict[str, dict[str, Any]]:
+    """What decides the records of each of `steps` (the step files this command writes): `table[step]()`.
+    Only these steps' entries are called: one may read an input file to digest it."""
+    unknown = [s for s in steps if s not in table]
+    if unknown:
+        raise KeyError(f"no settings rule for step(s) {', '.join(unknown)}; known: {', '.join(table)}")
+    return {step: dict(table[step]()) for step in steps}
+
+
+def failures(stats: Iterable[RunStats], *, bad_inputs: str | None = None, nothing_made: str | None = None) -> list[str]:
+    """Why this invocation did not fully succeed (empty when it did): records that errored, then
+    the pipeline's own words for rejected inputs and for a run that made nothing (None: not so)."""
+    out = []
+    errors = sum(s.error for s in stats)
+    if errors:
+        out.append(f"{errors} records errored (first error printed above); rerun the same command to retry them")
+    return out + [line for line in (bad_inputs, nothing_made) if line]
+
+
+def exit_status(problems: Sequence[str]) -> int:
+    """Print each problem as an `error:` line on stderr; exit 1 with any, else 0."""
+    for line in problems:
+        print(f"error: {line}", file=sys.stderr, flush=True)
+    return EXIT_FAILED if problems else EXIT_OK

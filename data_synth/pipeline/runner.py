@@ -32,7 +32,7 @@ import time
 import traceback
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -55,19 +55,18 @@ T = TypeVar("T")
 
 @dataclass
 class StepContext:
-    """What steps may use besides their input: the LLM client, the sandbox, the run directory.
+    """What every step may use besides its input: the synthesis LLM client and the run directory.
+    Each pipeline's steps get a typed subclass that names the rest (`data_synth.env.context.EnvContext`:
+    the sandbox and the store; `data_synth.traj.steps.TrajContext`: the agent and judge clients, the
+    servers, the personas), so a step's dependencies are fields a reader and a linter can follow.
     Built per process (a Ray worker builds its own through a `ContextFactory`)."""
 
     llm: LLMClient | None = None
-    sandbox: Any = None
     run_dir: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     async def aclose(self) -> None:
         if self.llm is not None:
             await self.llm.aclose()
-        if self.sandbox is not None and hasattr(self.sandbox, "aclose"):
-            await self.sandbox.aclose()
 
 
 ContextFactory = Callable[[], Awaitable[StepContext]]

@@ -48,7 +48,7 @@ from typing import Any
 
 import yaml
 
-from astra_foundation.clikit import EXIT_FAILED, EXIT_OK, UsageError, run_async, run_cli
+from astra_foundation.clikit import EXIT_OK, UsageError, run_async, run_cli
 from astra_foundation.llm import add_llm_arguments
 from data_synth.pipeline.run_options import add_run_arguments
 
@@ -60,11 +60,18 @@ READ_ONLY = {"funnel"}  # never create or change the run directory
 def _load() -> None:
     """The pipeline's modules (graphs, stores, pyarrow: about a second of imports), bound in this
     module when a command runs, so `--help` answers at once (tests/test_cli_help.py). Idempotent."""
-    global LLMConfig, LLMFlags, LLMSettingsError, preflight, RunStats, Shard, RunDirError, read_envelopes, read_outputs, ManifestError, file_digest, read_manifest, prepare_run_dir, astra_import, TrajConfig, plot_graph, write_graphml, expand_paths, GraphRecord, Server, STEP_ORDER, ContextFactory, Runner  # noqa: PLW0603
+    global LLMConfig, LLMFlags, LLMSettingsError, preflight, RunStats, Shard, RunDirError, read_envelopes, read_outputs, ManifestError, file_digest, read_manifest, prepare_run_dir, answered_by, exit_status, check_run_dir, failures, step_settings, astra_import, TrajConfig, plot_graph, write_graphml, expand_paths, GraphRecord, Server, STEP_ORDER, ContextFactory, Runner  # noqa: PLW0603
     from astra_foundation.llm import LLMConfig, LLMFlags, LLMSettingsError, preflight
     from data_synth.pipeline import RunDirError, RunStats, Shard, read_envelopes, read_outputs
     from data_synth.pipeline.manifest import ManifestError, file_digest, read_manifest
-    from data_synth.pipeline.run_options import prepare_run_dir
+    from data_synth.pipeline.run_options import (
+        answered_by,
+        check_run_dir,
+        exit_status,
+        failures,
+        prepare_run_dir,
+        step_settings,
+    )
     from data_synth.traj import astra_import
     from data_synth.traj.config import TrajConfig
     from data_synth.traj.graph import plot_graph, write_graphml
@@ -181,31 +188,26 @@ def _step_names(step: str) -> list[str]:
     return [f"traj.{step}"] if f"traj.{step}" in STEP_ORDER else []
 
 
-def step_settings(args: argparse.Namespace, cfg: TrajConfig) -> dict[str, dict[str, Any]]:
-    section = cfg.to_dict()
-    out = {}
-    for name in _step_names(args.step):
-        sections, role = STEP_SETTINGS[name]
-        settings: dict[str, Any] = {s: section[s] for s in sections}
-        if role is not None:
-            c = _llm_config(args, role) or _llm_config(args, "llm")
-            settings["model"] = (c.model or c.responder or c.scripted or "") if c else ""
-        if name == "traj.ingest":
-            files = expand_paths(args.inputs)
-            settings.update(format=args.format, domain=args.domain)
-            settings["inputs"] = {str(f.resolve()): file_digest(f) for f in files}
-        out[name] = settings
-    return out
+def _settings_of(args: argparse.Namespace, cfg: TrajConfig, name: str) -> dict[str, Any]:
+    sections, role = STEP_SETTINGS[name]
+    settings: dict[str, Any] = {s: cfg.to_dict()[s] for s in sections}
+    if role is not None:
+        settings["model"] = answered_by(_llm_config(args, role) or _llm_config(args, "llm"))
+    if name == "traj.ingest":
+        files = expand_paths(args.inputs)
+        settings.update(format=args.format, domain=args.domain)
+        settings["inputs"] = {str(f.resolve()): file_digest(f) for f in files}
+    return settings
 
 
-def check_run_dir(args: argparse.Namespace) -> None:
-    run_dir: Path = args.run_dir
+def _manifest_settings(args: argparse.Namespace, cfg: TrajConfig) -> dict[str, dict[str, Any]]:
+    table = {name: (lambda name=name: _settings_of(args, cfg, name)) for name in STEP_SETTINGS}
+    return step_settings(_step_names(args.step), table)
+
+
+def check_inputs(args: argparse.Namespace) -> None:
     creates = args.step in ("ingest", "run")
-    if not run_dir.is_dir() and (run_dir.exists() or not creates):
-        what = "is not a directory" if run_dir.exists() else "does not exist"
-        raise UsageError(f"--run-dir {run_dir} {what}; run `ingest` (or `run`) into it first")
-    if run_dir.is_dir():
-        read_manifest(run_dir, PIPELINE)  # an env run directory is refused, also by read-only steps
+    check_run_dir(args.run_dir, PIPELINE, creates=creates, first="ingest")  # also refuses an env run's
     if creates and not args.inputs:
         raise UsageError(f"{args.step} needs at least one tool-doc file or folder")
     files = list(expand_paths(args.inputs)) if creates else []
@@ -267,16 +269,15 @@ async def _run_step(args: argparse.Namespace, runner: Runner) -> tuple[list[RunS
     return [stats], None
 
 
-def failures(args: argparse.Namespace, stats: list[RunStats], summary: dict[str, Any] | None) -> list[str]:
-    out = []
-    errors = sum(s.error for s in stats)
-    if errors:
-        out.append(f"{errors} records errored (first error printed above); rerun the same command to retry them")
-    if args.step in ("ingest", "run") and _unreadable_inputs(args.run_dir):
-        out.append(f"{_unreadable_inputs(args.run_dir)} input files or lines could not be read (listed above)")
-    if summary is not None and not summary.get("rows"):
-        out.append("no trajectory was kept: sft.parquet is empty; the funnel shows where the records fell out")
-    return out
+def _problems(args: argparse.Namespace, stats: list[RunStats], summary: dict[str, Any] | None) -> list[str]:
+    unreadable = _unreadable_inputs(args.run_dir) if args.step in ("ingest", "run") else 0
+    return failures(
+        stats,
+        bad_inputs=f"{unreadable} input files or lines could not be read (listed above)" if unreadable else None,
+        nothing_made="no trajectory was kept: sft.parquet is empty; the funnel shows where the records fell out"
+        if summary is not None and not summary.get("rows")
+        else None,
+    )
 
 
 async def _main(args: argparse.Namespace, cfg: TrajConfig) -> int:
@@ -304,14 +305,11 @@ async def _main(args: argparse.Namespace, cfg: TrajConfig) -> int:
             _plot_graphs(args)
     finally:
         await runner.aclose()
-    problems = failures(args, stats, summary)
-    for line in problems:
-        print(f"error: {line}", file=sys.stderr, flush=True)
-    return EXIT_FAILED if problems else EXIT_OK
+    return exit_status(_problems(args, stats, summary))
 
 
 def _command(args: argparse.Namespace) -> int:
-    check_run_dir(args)
+    check_inputs(args)
     cfg = load_config(args)
     try:
         Shard.parse(args.shard)
@@ -319,7 +317,7 @@ def _command(args: argparse.Namespace) -> int:
         raise UsageError(f"--shard: {e}") from None
     preflight_models(args, cfg)
     if args.step not in READ_ONLY:
-        prepare_run_dir(args, PIPELINE, STEP_ORDER, _step_names(args.step), step_settings(args, cfg))
+        prepare_run_dir(args, PIPELINE, STEP_ORDER, _step_names(args.step), _manifest_settings(args, cfg))
         (args.run_dir / "config.yaml").write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
     if args.ray:
         import ray  # lazy: Ray is heavy and only --ray needs it

@@ -12,19 +12,16 @@
     export:   {system_prompt: true, parallel_calls: keep}
     concurrency: 64
 
-Every section is a strict settings model (`astra_foundation.strict.StrictModel`): a key it does not
+Every section is a strict settings model (`astra_foundation.strict.StrictModel`; the reading is
+`data_synth.pipeline.settings.PipelineSettings`, shared with `data_synth env`): a key it does not
 know, or a value of the wrong type, is an error naming the section, the key and the known keys.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import yaml
 from pydantic import Field
 
-from astra_foundation.strict import SettingsError, StrictModel
+from data_synth.pipeline.settings import PipelineSettings
 from data_synth.traj.chains import ChainConfig
 from data_synth.traj.export_sft import SFTExportConfig
 from data_synth.traj.graph import GraphConfig
@@ -36,7 +33,7 @@ from data_synth.traj.tasks import TaskConfig
 from data_synth.traj.verify_chains import VerifyConfig
 
 
-class TrajConfig(StrictModel):
+class TrajConfig(PipelineSettings):
     section = "traj config"
 
     ingest: IngestConfig = Field(default_factory=IngestConfig)
@@ -49,28 +46,3 @@ class TrajConfig(StrictModel):
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     export: SFTExportConfig = Field(default_factory=SFTExportConfig)
     concurrency: int = 64
-
-    @classmethod
-    def from_dict(cls, raw: dict[str, Any] | None) -> TrajConfig:
-        """Each section read by its own model (its errors name it), then the whole (unknown sections refused)."""
-        built = {}
-        for name, value in dict(raw or {}).items():
-            model = cls.model_fields[name].annotation if name in cls.model_fields else None
-            is_section = isinstance(model, type) and issubclass(model, StrictModel)
-            built[name] = model.from_mapping(value) if is_section else value
-        return cls(**built)
-
-    @classmethod
-    def from_yaml(cls, path: str | Path | None) -> TrajConfig:
-        if path is None:
-            return cls()
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        if raw is not None and not isinstance(raw, dict):
-            raise SettingsError(f"{path}: expected a mapping of sections")
-        try:
-            return cls.from_dict(raw)
-        except SettingsError as exc:
-            raise SettingsError(f"{path}: {exc}") from exc
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.model_dump()

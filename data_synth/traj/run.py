@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_foundation.llm import LLMConfig, build_client
-from data_synth.pipeline import Funnel, RunStats, Shard, Step, StepContext, read_outputs, run_step
+from data_synth.pipeline import Funnel, RunStats, Shard, Step, read_outputs, run_step
 from data_synth.pipeline.ray_runner import run_step_ray
 from data_synth.traj import steps as S
 from data_synth.traj.config import TrajConfig
@@ -78,14 +78,15 @@ class ContextFactory:
             return None
         return build_client(cfg or LLMConfig(), cache_path=Path(self.run_dir) / CACHE_FILE, responder=responder)
 
-    async def __call__(self) -> StepContext:
-        extra: dict[str, Any] = {"servers": load_servers(self.run_dir)}
-        for role, cfg in (("agent", self.agent), ("judge", self.judge)):
-            client = self._client(cfg, role)
-            if client is not None:
-                extra[role] = client
-        extra["personas"] = load_personas(self.personas)
-        return StepContext(llm=self._client(self.llm, "llm"), run_dir=Path(self.run_dir), extra=extra)
+    async def __call__(self) -> S.TrajContext:
+        return S.TrajContext(
+            llm=self._client(self.llm, "llm"),
+            run_dir=Path(self.run_dir),
+            agent=self._client(self.agent, "agent"),
+            judge=self._client(self.judge, "judge"),
+            servers=load_servers(self.run_dir),
+            personas=load_personas(self.personas),
+        )
 
 
 def _unique(records: list[Task]) -> list[Task]:
@@ -100,13 +101,6 @@ def load_servers(run_dir: str | Path) -> dict[str, Server]:
     return {s.server_id: s for s in read_outputs(run_dir, "traj.ingest", Server)}
 
 
-async def close_context(ctx: StepContext) -> None:
-    """Close every client once (agent and judge may be the synthesis client)."""
-    clients = {id(c): c for c in (ctx.llm, ctx.extra.get("agent"), ctx.extra.get("judge")) if c is not None}
-    for c in clients.values():
-        await c.aclose()
-
-
 @dataclass
 class Runner:
     run_dir: Path
@@ -115,17 +109,17 @@ class Runner:
     shard: Shard = field(default_factory=lambda: Shard(0, 1))
     progress: bool = True
     ray_workers: int = 0  # > 0: run LLM steps on Ray actors
-    _ctx: StepContext | None = field(default=None, init=False, repr=False)
+    _ctx: S.TrajContext | None = field(default=None, init=False, repr=False)
 
-    async def context(self) -> StepContext:
+    async def context(self) -> S.TrajContext:
         if self._ctx is None:
             self._ctx = await self.factory()
-        self._ctx.extra["servers"] = load_servers(self.run_dir)  # ingest may have added some
+        self._ctx.servers = load_servers(self.run_dir)  # ingest may have added some
         return self._ctx
 
     async def aclose(self) -> None:
         if self._ctx is not None:
-            await close_context(self._ctx)
+            await self._ctx.aclose()
             self._ctx = None
 
     async def _run(self, step: Step, inputs: list) -> RunStats:

@@ -1,14 +1,16 @@
 """The pipeline's steps: one `data_synth.pipeline.Step` per job, configuration only in the
 object, every record in and out typed (`records.py`).
 
-What a step may use besides its input lives in the `StepContext`:
+What a step may use besides its input lives in its `TrajContext`:
 `ctx.llm` (the synthesis model: proposals, votes, tasks, tool simulation),
-`ctx.extra["agent"]` and `ctx.extra["judge"]` (their own models; default: `ctx.llm`),
-`ctx.extra["servers"]` (server id -> `Server`, from the ingest step's outputs).
+`ctx.agent` and `ctx.judge` (their own models; None: `ctx.llm`),
+`ctx.servers` (server id -> `Server`, from the ingest step's outputs),
+`ctx.personas` (the augment step's personas; None: `tasks.personas` of the settings).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from astra_foundation.llm import LLMClient, LLMOutputError
@@ -37,23 +39,35 @@ from data_synth.traj.records import (
     VerifiedChain,
 )
 from data_synth.traj.simulate import SimulatedTools
-from data_synth.traj.tasks import TaskConfig
+from data_synth.traj.tasks import Persona, TaskConfig
 from data_synth.traj.verify_chains import VerifyConfig, verify_chain
 
 
-def _llm(ctx: StepContext, role: str = "llm") -> LLMClient:
-    client = ctx.extra.get(role) if role != "llm" else None
-    client = client or ctx.llm
+@dataclass
+class TrajContext(StepContext):
+    agent: LLMClient | None = None
+    judge: LLMClient | None = None
+    servers: dict[str, Server] = field(default_factory=dict)
+    personas: list[Persona] | None = None
+
+    async def aclose(self) -> None:
+        """Close every client once (agent and judge may be the synthesis client)."""
+        clients = {id(c): c for c in (self.llm, self.agent, self.judge) if c is not None}
+        for c in clients.values():
+            await c.aclose()
+
+
+def _llm(ctx: TrajContext, role: str = "llm") -> LLMClient:
+    client = {"agent": ctx.agent, "judge": ctx.judge}.get(role) or ctx.llm
     if client is None:
         raise RuntimeError(f"no LLM client in the step context for {role!r}")
     return client
 
 
-def _server(ctx: StepContext, server_id: str) -> Server:
-    servers: dict[str, Server] = ctx.extra.get("servers") or {}
-    if server_id not in servers:
+def _server(ctx: TrajContext, server_id: str) -> Server:
+    if server_id not in ctx.servers:
         raise Reject("unknown_server", f"server {server_id!r} is not among the ingested servers")
-    return servers[server_id]
+    return ctx.servers[server_id]
 
 
 class IngestStep(Step[SourceRecord, Server]):
@@ -63,7 +77,7 @@ class IngestStep(Step[SourceRecord, Server]):
     def __init__(self, cfg: IngestConfig):
         self.cfg = cfg
 
-    async def process(self, record: SourceRecord, ctx: StepContext) -> Server:
+    async def process(self, record: SourceRecord, ctx: TrajContext) -> Server:
         return build_server(record, self.cfg)
 
 
@@ -79,7 +93,7 @@ class GraphStep(Step[Server, GraphRecord]):
         self.propose_cfg = propose_cfg
         self.graph_cfg = graph_cfg
 
-    async def process(self, record: Server, ctx: StepContext) -> GraphRecord:
+    async def process(self, record: Server, ctx: TrajContext) -> GraphRecord:
         if self.propose_cfg.samples == 0:
             return build_graph(record, [], self.graph_cfg)
         p = await propose(_llm(ctx), record, self.propose_cfg)
@@ -96,7 +110,7 @@ class ChainsStep(Step[GraphRecord, Chain]):
     def __init__(self, cfg: ChainConfig):
         self.cfg = cfg
 
-    async def process(self, record: GraphRecord, ctx: StepContext) -> list[Chain]:
+    async def process(self, record: GraphRecord, ctx: TrajContext) -> list[Chain]:
         chains = sample_chains(record.to_nx(), record.server_id, self.cfg)
         if not chains:
             raise Reject(
@@ -112,7 +126,7 @@ class VerifyStep(Step[Chain, VerifiedChain]):
     def __init__(self, cfg: VerifyConfig):
         self.cfg = cfg
 
-    async def process(self, record: Chain, ctx: StepContext) -> VerifiedChain:
+    async def process(self, record: Chain, ctx: TrajContext) -> VerifiedChain:
         v = await verify_chain(_llm(ctx), _server(ctx, record.server_id), record.tools, self.cfg)
         if not v.passed:
             raise Reject(v.reason or "unverified", v.detail or "")
@@ -135,7 +149,7 @@ class TasksStep(Step[TaskSeed, Task]):
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
 
-    async def process(self, record: TaskSeed, ctx: StepContext) -> list[Task]:
+    async def process(self, record: TaskSeed, ctx: TrajContext) -> list[Task]:
         server = _server(ctx, record.server_id)
         llm = _llm(ctx)
         common: dict[str, Any] = {"server_id": server.server_id, "source": record.source, "chain_id": record.chain_id}
@@ -157,11 +171,11 @@ class AugmentStep(Step[AugmentJob, Task]):
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
 
-    async def process(self, record: AugmentJob, ctx: StepContext) -> Task:
+    async def process(self, record: AugmentJob, ctx: TrajContext) -> Task:
         base = record.task
         persona = None
         if record.mode == "persona":
-            personas = ctx.extra.get("personas") or tasks_mod.load_personas(self.cfg.personas)
+            personas = ctx.personas or tasks_mod.load_personas(self.cfg.personas)
             persona = tasks_mod.pick(personas, base.key)
         query = await tasks_mod.augment(_llm(ctx), _server(ctx, base.server_id), base.query, record.mode, persona)
         return Task.create(
@@ -184,7 +198,7 @@ class ScoreStep(Step[Task, ScoredTask]):
     def __init__(self, cfg: TaskConfig):
         self.cfg = cfg
 
-    async def process(self, record: Task, ctx: StepContext) -> ScoredTask:
+    async def process(self, record: Task, ctx: TrajContext) -> ScoredTask:
         scores = await tasks_mod.score_task(_llm(ctx), _server(ctx, record.server_id), record.query)
         failing = scores.failing(self.cfg.thresholds)
         if failing:
@@ -199,7 +213,7 @@ class InteractStep(Step[ScoredTask, Trajectory]):
     def __init__(self, cfg: InteractConfig):
         self.cfg = cfg
 
-    async def process(self, record: ScoredTask, ctx: StepContext) -> Trajectory:
+    async def process(self, record: ScoredTask, ctx: TrajContext) -> Trajectory:
         server = _server(ctx, record.task.server_id)
         if self.cfg.backend == "mcp":
             async with MCPTools.connect(server) as backend:
@@ -228,7 +242,7 @@ class JudgeStep(Step[Trajectory, JudgedTrajectory]):
     def __init__(self, cfg: JudgeConfig):
         self.cfg = cfg
 
-    async def process(self, record: Trajectory, ctx: StepContext) -> JudgedTrajectory:
+    async def process(self, record: Trajectory, ctx: TrajContext) -> JudgedTrajectory:
         try:
             j = await judge_mod.judge(_llm(ctx, "judge"), _server(ctx, record.server_id), record, self.cfg)
         except LLMOutputError as e:

@@ -16,13 +16,14 @@ import pytest_asyncio
 from astra_foundation.llm import LLMClient, ScriptedBackend
 from astra_foundation.sandbox import SandboxConfig, SandboxPool
 from data_synth.env import canned
+from data_synth.env.context import EnvContext
 from data_synth.env.decompose import Decompose
 from data_synth.env.merge import MergeTools
 from data_synth.env.necessity import LabelNecessity
 from data_synth.env.records import QA, Labeled, Merged, Scored, Seed, Selected, Tooled
 from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify
-from data_synth.pipeline import StepContext, read_envelopes, read_outputs, run_step
+from data_synth.pipeline import read_envelopes, read_outputs, run_step
 from env_registry.spec import EnvSpec
 from env_registry.validate import check_structure, replay_env
 
@@ -69,7 +70,7 @@ async def _run(
 ):
     """Run one seed through every step; returns {step: envelope of the seed}."""
     backend = ScriptedBackend(responder=_responder(overrides or {}))
-    ctx = StepContext(llm=LLMClient(backend, model="scripted", max_retries=1, backoff_base_s=0.001), sandbox=sandbox)
+    ctx = EnvContext(llm=LLMClient(backend, model="scripted", max_retries=1, backoff_base_s=0.001), sandbox=sandbox)
     steps = [
         (Decompose(), lambda: [_seed(target)]),
         (LabelNecessity(), lambda: read_outputs(tmp_path, "env.decompose", QA)),

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from astra_foundation.llm import LLMConfig, LLMOutputError, build_client
-from data_synth.pipeline import Reject, StepContext, process_one
+from data_synth.pipeline import Reject, process_one
 from data_synth.prompts import PROMPT_DIR, load_prompt
 from data_synth.traj import steps as S
 from data_synth.traj.interact import InteractConfig, check_call, run_episode
@@ -116,7 +116,7 @@ def test_propose_keeps_valid_chains_and_drops_hallucinations():
 )
 def test_graph_step_rejects_unusable_proposals_with_the_reason(reply, kind):
     step = S.GraphStep(ProposeConfig(samples=1), S.GraphConfig())
-    ctx = StepContext(llm=client(by_step({"traj.propose": reply})))
+    ctx = S.TrajContext(llm=client(by_step({"traj.propose": reply})))
     env = run(process_one(step, SERVER, ctx))
     assert env.status == "rejected" and env.reason == "no_usable_proposals"
     assert f"traj.propose:{kind}" in env.detail
@@ -188,7 +188,7 @@ def test_back_translation_must_reproduce_the_chain():
 
 def test_verify_step_rejects_with_reason():
     chain = Chain.create("shop", CHAIN, 0.5)
-    ctx = StepContext(llm=client(verifier(['{"coherent": false}'] * 3, CHAIN)), extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=client(verifier(['{"coherent": false}'] * 3, CHAIN)), servers={"shop": SERVER})
     env = run(process_one(S.VerifyStep(VerifyConfig()), chain, ctx))
     assert (env.status, env.reason, env.detail) == ("rejected", "vote", "0 yes, 3 no, 0 abstain")
 
@@ -220,7 +220,7 @@ def test_task_records_carry_the_prompt_tag():
             {"traj.task_chain": json.dumps({"queries": [good]}), "traj.augment_diverse": json.dumps({"query": rewrite})}
         )
     )
-    ctx = StepContext(llm=llm, extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=llm, servers={"shop": SERVER})
     seed = TaskSeed(key="chain:c1", server_id="shop", source="chain", chain_id="c1", tools=CHAIN)
     env = run(process_one(S.TasksStep(TaskConfig(per_chain=1)), seed, ctx))
     (task,) = [Task.model_validate(o) for o in env.out]
@@ -306,7 +306,7 @@ def test_unusable_task_scores_reject_the_task(reply):
     task = Task.create(
         server_id="shop", source="chain", tools=CHAIN, query="Find the blue kettle for me.", prompt="p@v1"
     )
-    ctx = StepContext(llm=client(lambda s, p: reply), extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=client(lambda s, p: reply), servers={"shop": SERVER})
     env = run(process_one(S.ScoreStep(TaskConfig()), task, ctx))
     assert env.status == "rejected" and env.reason.startswith("traj.task_score:")
 
@@ -316,7 +316,7 @@ def test_task_thresholds_are_applied_per_dimension():
         server_id="shop", source="chain", tools=CHAIN, query="Find the blue kettle for me.", prompt="p@v1"
     )
     reply = '{"question_quality": 5, "scenario_realism": 5, "tool_necessity": 3}'
-    ctx = StepContext(llm=client(lambda s, p: reply), extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=client(lambda s, p: reply), servers={"shop": SERVER})
     env = run(process_one(S.ScoreStep(TaskConfig()), task, ctx))
     assert (env.status, env.reason, env.detail) == ("rejected", "below_task_threshold", "tool_necessity=3<4")
     env = run(process_one(S.ScoreStep(TaskConfig(thresholds={"tool_necessity": 3})), task, ctx))
@@ -402,14 +402,10 @@ def test_invalid_calls_get_error_observations_and_are_never_simulated():
 
 def test_simulator_junk_rejects_the_episode_with_its_reason():
     item = _scored()
-    ctx = StepContext(
+    ctx = S.TrajContext(
         llm=client(lambda s, p: JUNK),
-        extra={
-            "servers": {"shop": SERVER},
-            "agent": client(
-                agent_script([{"content": "", "tool_calls": [call("get_product", {"product_id": "x"})]}, "ok"])
-            ),
-        },
+        servers={"shop": SERVER},
+        agent=client(agent_script([{"content": "", "tool_calls": [call("get_product", {"product_id": "x"})]}, "ok"])),
     )
     env = run(process_one(S.InteractStep(InteractConfig()), item, ctx))
     assert env.status == "rejected" and env.reason == "traj.simulate:no_json"
@@ -435,7 +431,7 @@ def test_episode_timeout_is_an_error_a_rerun_retries():
             return await orig(*a, **k)
 
         agent.complete = complete
-        ctx = StepContext(llm=client(sim_ok), extra={"servers": {"shop": SERVER}, "agent": agent})
+        ctx = S.TrajContext(llm=client(sim_ok), servers={"shop": SERVER}, agent=agent)
         return await process_one(S.InteractStep(InteractConfig(task_timeout_s=0.05)), _scored(), ctx)
 
     env = run(slow())
@@ -530,11 +526,11 @@ def scores(**over):
 
 
 def test_judge_scores_mean_and_threshold():
-    ctx = StepContext(llm=client(lambda s, p: scores()), extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=client(lambda s, p: scores()), servers={"shop": SERVER})
     env = run(process_one(S.JudgeStep(JudgeConfig(threshold=0.7)), _traj(), ctx))
     assert env.status == "ok" and env.out[0]["judgement"]["score"] == pytest.approx(0.9)
-    low = StepContext(
-        llm=client(lambda s, p: scores(conciseness=0.0, final_answer_quality=0.1)), extra={"servers": {"shop": SERVER}}
+    low = S.TrajContext(
+        llm=client(lambda s, p: scores(conciseness=0.0, final_answer_quality=0.1)), servers={"shop": SERVER}
     )
     env = run(process_one(S.JudgeStep(JudgeConfig(threshold=0.8)), _traj(), low))
     assert env.status == "rejected" and env.reason == "below_judge_threshold"
@@ -557,13 +553,13 @@ def test_judge_scores_mean_and_threshold():
     ],
 )
 def test_judge_fails_closed(reply):
-    ctx = StepContext(llm=client(lambda s, p: reply), extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=client(lambda s, p: reply), servers={"shop": SERVER})
     env = run(process_one(S.JudgeStep(JudgeConfig(threshold=0.0)), _traj(), ctx))
     assert env.status == "rejected" and env.reason == "judge_unusable" and env.detail.startswith("traj.judge:")
 
 
 def test_judge_errors_are_errors_not_scores():
-    ctx = StepContext(llm=client(lambda s, p: {"error": {"kind": "fatal"}}), extra={"servers": {"shop": SERVER}})
+    ctx = S.TrajContext(llm=client(lambda s, p: {"error": {"kind": "fatal"}}), servers={"shop": SERVER})
     env = run(process_one(S.JudgeStep(JudgeConfig(threshold=0.0)), _traj(), ctx))
     assert env.status == "error" and env.reason == "llm_unavailable" and not env.out
 

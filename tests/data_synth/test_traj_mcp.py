@@ -12,7 +12,7 @@ import sys
 import mcp  # the test extra installs it: a missing one is an error, not a skip
 
 from astra_foundation.llm import LLMConfig, build_client
-from data_synth.pipeline import StepContext, process_one
+from data_synth.pipeline import process_one
 from data_synth.traj import steps as S
 from data_synth.traj.ingest import build_server, read_sources
 from data_synth.traj.interact import InteractConfig
@@ -102,7 +102,7 @@ def test_episode_against_a_real_stdio_mcp_server(tmp_path):
     assert server.tool_names() == ["add_note", "get_note", "list_notes"] and server.source.format == "mcp"
 
     agent = build_client(LLMConfig(max_retries=0), responder=_agent)
-    ctx = StepContext(llm=None, extra={"servers": {server.server_id: server}, "agent": agent})
+    ctx = S.TrajContext(llm=None, servers={server.server_id: server}, agent=agent)
     env = asyncio.run(process_one(S.InteractStep(InteractConfig(backend="mcp")), _scored(server.server_id), ctx))
     assert env.status == "ok", env.detail
     traj = env.out[0]
@@ -120,9 +120,9 @@ def test_episode_against_a_real_stdio_mcp_server(tmp_path):
     extra = server.model_copy(
         update={"tools": [*server.tools, server.tools[0].model_copy(update={"name": "delete_note"})]}
     )
-    ctx.extra["servers"] = {server.server_id: extra}
+    ctx.servers = {server.server_id: extra}
     env = asyncio.run(process_one(S.InteractStep(InteractConfig(backend="mcp")), _scored(server.server_id), ctx))
     assert env.status == "rejected" and env.reason == "mcp_tools_missing" and "delete_note" in env.detail
-    ctx.extra["servers"] = {server.server_id: server.model_copy(update={"call_info": {"mock_tool": True}})}
+    ctx.servers = {server.server_id: server.model_copy(update={"call_info": {"mock_tool": True}})}
     env = asyncio.run(process_one(S.InteractStep(InteractConfig(backend="mcp")), _scored(server.server_id), ctx))
     assert env.status == "rejected" and env.reason == "no_mcp_endpoint"
