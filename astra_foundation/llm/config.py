@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from astra_foundation.errors import UserError
 from astra_foundation.llm.cache import ResponseCache
 from astra_foundation.llm.client import LLMClient
 from astra_foundation.llm.http import HTTPBackend
@@ -34,7 +35,7 @@ from astra_foundation.llm.scripted import ScriptedBackend, load_rules, scripted_
 from astra_foundation.llm.types import LLMError
 
 
-class LLMSettingsError(LLMError):
+class LLMSettingsError(UserError, LLMError):
     """The LLM flags cannot make a client (extra body not JSON, a responder that does not import);
     the message names the flag and what to fix. Command lines treat it as a usage error."""
 

@@ -461,10 +461,4 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The command, its start-up imports inside `run_cli` (Ctrl-C there is one line, exit 130)."""
-    from astra_foundation.llm import PreflightError
-    from env_registry.families.bfcl import BfclDataError
-
-    try:
-        return COMMANDS[args.command](args)
-    except (PreflightError, BfclDataError) as exc:
-        raise UsageError(str(exc)) from exc
+    return COMMANDS[args.command](args)

@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from astra_foundation.errors import UserError
 from astra_foundation.strict import SettingsError, StrictModel
 
 __all__ = [
@@ -43,7 +44,7 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """The run directory was made with other settings, or its manifest cannot be read."""
 
 
