@@ -14,7 +14,7 @@ golden-call replay. Timed: those steps (publish/export/report are not LLM-bound 
 After an untimed warm-up run (one-off costs: lazy imports, first connections), the same
 pipeline runs twice:
 
-    concurrent   --llm-concurrency C (default 64) requests in flight, 2C records in flight
+    concurrent   --concurrency C (default 64): 2C records (and so up to 2C requests) in flight
     sequential   one request and one record at a time (on a few environments)
 
 Printed: environments per minute of each; the concurrent run against the ideal bound
@@ -76,11 +76,11 @@ async def synthesize(run: EnvRun) -> float:
 
 
 def run_pipeline(base_url: str, inputs: Path, run_dir: Path, *, samples: int, limit: int | None,
-                 llm_concurrency: int, records: int, server_pid: int) -> dict:  # fmt: skip
+                 records: int, server_pid: int) -> dict:  # fmt: skip
     argv = [
-        "run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(inputs), "--samples", str(samples),
-        "--percentile", "0", "--quiet", "--llm-base-url", base_url, "--llm-model", "fake",
-        "--llm-concurrency", str(llm_concurrency), "--concurrency", str(records),
+        "run", "--out", str(run_dir), "--mode", "domain", "--input", str(inputs), "--samples", str(samples),
+        "--percentile", "0", "--quiet", "--base-url", base_url, "--model", "fake",
+        "--concurrency", str(records),  # records in flight; `data_synth env` gives the client the same number
     ]  # fmt: skip
     if limit:
         argv += ["--limit", str(limit)]
@@ -134,12 +134,12 @@ def main() -> int:
             tmp = Path(tmp)
             # untimed: the first run in a process pays one-off costs (lazy imports, the fake
             # server's first connections) that a long synthesis job does not pay per record
-            run_pipeline(base_url, a.input, tmp / "warm-up", samples=1, limit=16, llm_concurrency=a.concurrency,
+            run_pipeline(base_url, a.input, tmp / "warm-up", samples=1, limit=16,
                          records=2 * a.concurrency, server_pid=server.pid)  # fmt: skip
             conc = run_pipeline(base_url, a.input, tmp / "concurrent", samples=a.envs_per_domain, limit=None,
-                                llm_concurrency=a.concurrency, records=2 * a.concurrency, server_pid=server.pid)  # fmt: skip
+                                records=2 * a.concurrency, server_pid=server.pid)  # fmt: skip
             seq = run_pipeline(base_url, a.input, tmp / "sequential", samples=1, limit=a.sequential_envs,
-                               llm_concurrency=1, records=1, server_pid=server.pid)  # fmt: skip
+                               records=1, server_pid=server.pid)  # fmt: skip
     finally:
         server.kill()
     # the bound counts requests that reach the endpoint: cache hits (identical prompts within

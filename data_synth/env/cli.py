@@ -1,4 +1,4 @@
-"""`python -m data_synth env <step> --run-dir DIR ...`: environment synthesis (docs/method.md §2).
+"""`python -m data_synth env <step> --out DIR ...`: environment synthesis (docs/method.md §2).
 
 Steps (each resumable: rerun the same command after a crash and it continues):
   decompose  seeds (--mode, --input) -> QA instances with decomposition traces
@@ -12,13 +12,13 @@ Steps (each resumable: rerun the same command after a crash and it continues):
 
 Examples:
   # against a pool of `vllm serve` replicas
-  python -m data_synth env run --run-dir runs/ctx --mode context \\
+  python -m data_synth env run --out runs/ctx --mode context \\
       --input astra/env_synthesis/data/en/context.jsonl --limit 100 \\
-      --llm-base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --llm-model Qwen3-32B
+      --base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --model Qwen3-32B
   # a dry run of the whole pipeline without a model (canned, valid replies; their provenance
   # says scripted, and only --allow-scripted lets them into a store)
-  python -m data_synth env run --run-dir /tmp/dry --mode domain --sample --limit 8 \\
-      --llm-responder data_synth.env.canned:respond --percentile 0 --allow-scripted
+  python -m data_synth env run --out /tmp/dry --mode domain --sample --limit 8 \\
+      --responder data_synth.env.canned:respond --percentile 0 --allow-scripted
 
 Run directory: manifest.json (each step's settings and input digests: a rerun with other
 settings is refused unless --force), seeds.jsonl, env.<step>[.shard-I-of-N].jsonl (one envelope
@@ -85,7 +85,7 @@ def _load() -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run-dir", required=True, type=Path, help="where every step reads and writes (resumable)")
+    p.add_argument("--out", dest="run_dir", required=True, type=Path, help="where every step reads and writes (resumable)")
     p.add_argument("--concurrency", type=int, default=64, help="records in flight per step (default 64)")
     add_run_arguments(p)
     g = p.add_argument_group("sandbox")
@@ -154,7 +154,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--allow-scripted",
         action="store_true",
-        help="also store environments made by a dry run (--llm-responder/--llm-scripted answered, not a model)",
+        help="also store environments made by a dry run (--responder/--scripted answered, not a model)",
     )
 
 
@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         for add in groups:
             add(sp)
     rp = sub.add_parser("report", help="funnel and plots of a run", description="funnel and plots of a run")
-    rp.add_argument("--run-dir", required=True, type=Path)
+    rp.add_argument("--out", dest="run_dir", required=True, type=Path)
     return p
 
 
@@ -357,7 +357,7 @@ class EnvRun:
         a = self.args
         if self.shard.count > 1:
             print(
-                f"shard {self.shard}: skipping publish; run `python -m data_synth env publish --run-dir "
+                f"shard {self.shard}: skipping publish; run `python -m data_synth env publish --out "
                 f"{self.run_dir}` once all shards have finished",
                 flush=True,
             )
@@ -368,7 +368,7 @@ class EnvRun:
         if scripted and not a.allow_scripted:
             raise UsageError(
                 f"publish: environments of this run were made by a dry run ({', '.join(scripted)} answered, not a "
-                f"model); they go into {store_path} only when asked: `python -m data_synth env publish --run-dir "
+                f"model); they go into {store_path} only when asked: `python -m data_synth env publish --out "
                 f"{self.run_dir} --allow-scripted`"
             )
         with EnvStore.open(store_path, "a", allow_scripted=a.allow_scripted) as store:
@@ -412,7 +412,7 @@ class EnvRun:
 
 def step_settings(args: argparse.Namespace) -> dict[str, dict]:
     """What decides each step's records (see data_synth.pipeline.manifest), for this command's steps."""
-    model = {"llm_model": args.llm_model or args.llm_responder or args.llm_scripted or ""}
+    model = {"llm_model": args.model or args.responder or args.scripted or ""}
     judge = {**model, "judge_temperature": getattr(args, "judge_temperature", None)}
     every = {
         "env.decompose": lambda: {
@@ -455,7 +455,7 @@ def check_run_dir(args: argparse.Namespace) -> None:
     creates = args.command in ("decompose", "run")
     if not run_dir.is_dir() and (run_dir.exists() or not creates):
         what = "is not a directory" if run_dir.exists() else "does not exist"
-        raise UsageError(f"--run-dir {run_dir} {what}; run `decompose` (or `run`) into it first")
+        raise UsageError(f"--out {run_dir} {what}; run `decompose` (or `run`) into it first")
     if run_dir.is_dir():
         read_manifest(run_dir, PIPELINE)  # a traj run directory is refused before anything is written
     if creates and getattr(args, "sample", False) and args.mode:
@@ -477,7 +477,7 @@ def refuse_an_unpublishable_dry_run(args: argparse.Namespace, llm: LLMConfig) ->
 
 def _report_command(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():  # read-only: never create the directory it reports on
-        raise UsageError(f"--run-dir {args.run_dir} is not a run directory (it does not exist)")
+        raise UsageError(f"--out {args.run_dir} is not a run directory (it does not exist)")
     read_manifest(args.run_dir, PIPELINE)  # a traj run's report/ is not ours to overwrite
     path = write_env_report(args.run_dir)
     print(env_funnel(args.run_dir).table())
