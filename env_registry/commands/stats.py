@@ -109,6 +109,6 @@ def _plot(path: str, panels: dict[str, Counter], n: int) -> None:
         ax.set_title(title)
         ax.tick_params(axis="x", rotation=30)
     fig.suptitle(f"{n} environments")
-    fig.tight_laysay()
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
