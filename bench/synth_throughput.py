@@ -14,7 +14,7 @@ golden-call replay. Timed: those steps (publish/export/report are not LLM-bound 
 After an untimed warm-up run (one-off costs: lazy imports, first connections), the same
 pipeline runs twice:
 
-    concurrent   --concurrency C (default 64): 2C records (and so up to 2C requests) in flight
+    concurrent   C (--concurrency, default 64) requests in flight, 2C records in flight
     sequential   one request and one record at a time (on a few environments)
 
 Printed: environments per minute of each; the concurrent run against the ideal bound
@@ -76,16 +76,19 @@ async def synthesize(run: EnvRun) -> float:
 
 
 def run_pipeline(base_url: str, inputs: Path, run_dir: Path, *, samples: int, limit: int | None,
-                 records: int, server_pid: int) -> dict:  # fmt: skip
+                 llm_concurrency: int, records: int, server_pid: int) -> dict:  # fmt: skip
     argv = [
         "run", "--out", str(run_dir), "--mode", "domain", "--input", str(inputs), "--samples", str(samples),
         "--percentile", "0", "--quiet", "--base-url", base_url, "--model", "fake",
-        "--concurrency", str(records),  # records in flight; `data_synth env` gives the client the same number
+        "--concurrency", str(records),
     ]  # fmt: skip
     if limit:
         argv += ["--limit", str(limit)]
     args = build_parser().parse_args(argv)
     run = EnvRun(args)
+    # `--concurrency` is the records in flight and, unless told otherwise, the client's requests:
+    # this bench holds requests at C with 2C records in flight
+    run.factory.llm = run.factory.llm.model_copy(update={"max_concurrency": llm_concurrency})
     t0, c0, s0 = time.perf_counter(), time.process_time(), process_cpu(server_pid)
     sandbox_cpu = asyncio.run(synthesize(run))
     elapsed, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, process_cpu(server_pid) - s0
@@ -134,12 +137,12 @@ def main() -> int:
             tmp = Path(tmp)
             # untimed: the first run in a process pays one-off costs (lazy imports, the fake
             # server's first connections) that a long synthesis job does not pay per record
-            run_pipeline(base_url, a.input, tmp / "warm-up", samples=1, limit=16,
+            run_pipeline(base_url, a.input, tmp / "warm-up", samples=1, limit=16, llm_concurrency=a.concurrency,
                          records=2 * a.concurrency, server_pid=server.pid)  # fmt: skip
             conc = run_pipeline(base_url, a.input, tmp / "concurrent", samples=a.envs_per_domain, limit=None,
-                                records=2 * a.concurrency, server_pid=server.pid)  # fmt: skip
+                                llm_concurrency=a.concurrency, records=2 * a.concurrency, server_pid=server.pid)  # fmt: skip
             seq = run_pipeline(base_url, a.input, tmp / "sequential", samples=1, limit=a.sequential_envs,
-                               records=1, server_pid=server.pid)  # fmt: skip
+                               llm_concurrency=1, records=1, server_pid=server.pid)  # fmt: skip
     finally:
         server.kill()
     # the bound counts requests that reach the endpoint: cache hits (identical prompts within
