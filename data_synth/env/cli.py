@@ -85,7 +85,9 @@ def _load() -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", dest="run_dir", required=True, type=Path, help="where every step reads and writes (resumable)")
+    p.add_argument(
+        "--out", dest="run_dir", required=True, type=Path, help="where every step reads and writes (resumable)"
+    )
     p.add_argument("--concurrency", type=int, default=64, help="records in flight per step (default 64)")
     add_run_arguments(p)
     g = p.add_argument_group("sandbox")

@@ -47,9 +47,7 @@ def test_dry_run_end_to_end(tmp_path):
     """The bundled sample domains through every step with canned replies; what a dry run makes is
     marked scripted and goes into a store only with --allow-scripted."""
     run_dir = tmp_path / "run"
-    dry = _cmd(
-        run_dir, "data_synth.env.canned:respond", "--limit", "8", "--model", "Qwen3-32B", allow_scripted=False
-    )
+    dry = _cmd(run_dir, "data_synth.env.canned:respond", "--limit", "8", "--model", "Qwen3-32B", allow_scripted=False)
     refused = subprocess.run(dry, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert refused.returncode == 2 and "add --allow-scripted" in refused.stderr, refused.stderr[-3000:]
     assert "(data_synth.env.canned:respond answers, not a model)" in refused.stderr
