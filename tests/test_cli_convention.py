@@ -158,3 +158,32 @@ def test_the_runner_catches_every_user_error_by_type_and_nothing_else(capsys):
     assert capsys.readouterr().err == "error: envs is open for writing by pid 7\n"
     with pytest.raises(RuntimeError):  # a bug keeps its traceback
         run_cli(raise_(RuntimeError("a bug")))
+
+
+def test_one_helper_declares_an_endpoint_a_second_one_and_a_subset(monkeypatch):
+    import argparse
+
+    from astra_foundation.llm.config import ENDPOINT, LLMConfig, LLMSettingsError, add_llm_arguments
+
+    monkeypatch.setenv("ASTRA_LLM_MODEL", "from-env")
+    p = argparse.ArgumentParser()
+    p.add_argument("--concurrency", type=int, default=64, help="records in flight")  # the command's own
+    add_llm_arguments(p)
+    add_llm_arguments(p, "judge", temperature=0.0, from_env=False)
+    args = p.parse_args(["--base-url", "http://a/v1, http://b/v1", "--judge-model", "j", "--extra-body", '{"x": 1}'])
+    cfg = LLMConfig.from_args(args)
+    assert (cfg.base_urls, cfg.model, cfg.extra_body) == (["http://a/v1", "http://b/v1"], "from-env", {"x": 1})
+    assert cfg.max_concurrency == 64  # the command's --concurrency serves the client too
+    judge = LLMConfig.from_args(args, "judge")
+    assert (judge.model, judge.temperature, judge.max_concurrency, judge.base_urls) == ("j", 0.0, 32, [])
+
+    subset = argparse.ArgumentParser()
+    add_llm_arguments(subset, only=ENDPOINT, from_env=False)
+    assert LLMConfig.from_args(subset.parse_args(["--model", "m"])) == LLMConfig(model="m")  # the rest: defaults
+    with pytest.raises(SystemExit):
+        subset.parse_args(["--timeout", "3"])  # not taken here
+
+    bad = p.parse_args(["--extra-body", "{x"])
+    with pytest.raises(LLMSettingsError, match="--extra-body is not JSON") as e:
+        LLMConfig.from_args(bad)
+    assert isinstance(e.value, UserError)
