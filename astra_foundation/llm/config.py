@@ -112,9 +112,13 @@ def _dest(prefix: str, name: str) -> str:
 
 # (name, add_argument keywords) of every knob, in --help's order; `default` may be replaced.
 _KNOBS: dict[str, dict[str, Any]] = {
-    "base-url": {"help": "OpenAI-compatible base URL(s) (.../v1), comma-separated for a pool of replicas"},
-    "model": {"help": "model name the server knows"},
+    "base-url": {
+        "metavar": "URL",
+        "help": "OpenAI-compatible base URL(s) (.../v1), comma-separated for a pool of replicas",
+    },
+    "model": {"metavar": "NAME", "help": "model name the server knows"},
     "api-key-env": {
+        "metavar": "VAR",
         "default": "OPENAI_API_KEY",
         "help": "name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)",
     },
@@ -123,11 +127,17 @@ _KNOBS: dict[str, dict[str, Any]] = {
         "metavar": "MODULE:FUNCTION",
         "help": "a function (step, payload) -> response answering instead of a server (dry runs)",
     },
-    "concurrency": {"type": int, "default": 32, "help": "requests in flight (default %(default)s)"},
-    "timeout": {"type": float, "default": 120.0, "help": "seconds per request (default %(default)g)"},
-    "retries": {"type": int, "default": 6, "help": "retries on timeouts/429/5xx (default %(default)s)"},
-    "temperature": {"type": float, "default": 0.7, "help": "sampling temperature (default %(default)g)"},
+    "concurrency": {"metavar": "N", "type": int, "default": 32, "help": "requests in flight (default %(default)s)"},
+    "timeout": {"metavar": "S", "type": float, "default": 120.0, "help": "seconds per request (default %(default)g)"},
+    "retries": {"metavar": "N", "type": int, "default": 6, "help": "retries on timeouts/429/5xx (default %(default)s)"},
+    "temperature": {
+        "metavar": "T",
+        "type": float,
+        "default": 0.7,
+        "help": "sampling temperature (default %(default)g)",
+    },
     "max-tokens": {
+        "metavar": "N",
         "type": int,
         "default": 4096,
         "help": "max completion tokens (default %(default)s; 0 = server default)",

@@ -75,7 +75,12 @@ def _common() -> argparse.ArgumentParser:
     """What every step takes: the output folder, the settings, the run options."""
     p = argparse.ArgumentParser(add_help=False)
     p.add_argument(
-        "--out", dest="run_dir", required=True, type=Path, help="output folder: every step reads and writes here"
+        "--out",
+        dest="run_dir",
+        metavar="DIR",
+        required=True,
+        type=Path,
+        help="output folder: every step reads and writes here",
     )
     p.add_argument("--config", type=Path, help="YAML settings (sections as in data_synth/traj/config.py)")
     p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one setting")
