@@ -9,12 +9,12 @@ Exit status, the same everywhere:
          that cannot be written, an LLM endpoint that cannot serve the run
     130  interrupted (Ctrl-C); finished work is saved and the same command continues
 
-`run_cli` is each CLI's one top-level handler: errors it knows print one line on stderr saying
-what was wrong, where, and what to do, never a traceback. `run_async` is the CLIs' `asyncio.run`:
+`run_cli` is each CLI's one top-level handler: a `UserError` (`astra_foundation.errors`, the base
+class of every error a user can act on) and a failed file operation print one line on stderr
+saying what was wrong, where, and what to do, never a traceback. `run_async` is the CLIs' `asyncio.run`:
 one Ctrl-C stops it at once. `-q/--quiet` is the one progress flag.
 
-This module sits in env_registry because that is the lowest layer with a command line; the
-synthesis pipelines and the evaluation import it from there.
+This module sits in the foundation because every package with a command line uses it.
 """
 
 from __future__ import annotations
@@ -28,12 +28,15 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from astra_foundation.errors import UserError
+
 __all__ = [
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "UsageError",
+    "UserError",
     "add_quiet",
     "describe_os_error",
     "run_async",
@@ -45,8 +48,9 @@ T = TypeVar("T")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
-class UsageError(Exception):
-    """The command cannot run as given: printed as one line on stderr, exit status 2."""
+class UsageError(UserError):
+    """The command cannot run as given (flags that do not fit together, an input that is not
+    there): a `UserError` raised by the command-line code itself."""
 
 
 def add_quiet(parser: argparse.ArgumentParser, **kwargs) -> None:
@@ -77,13 +81,12 @@ def describe_os_error(exc: OSError) -> str:
 def run_cli(
     command: Callable[[], int],
     *,
-    usage_errors: tuple[type[BaseException], ...] = (),
     interrupted: str = "finished work is saved; rerun the same command to continue",
 ) -> int:
     """Run one command and turn what can go wrong into a line on stderr and an exit status."""
     try:
         return command()
-    except (UsageError, *usage_errors) as exc:
+    except UserError as exc:
         _say(f"error: {exc}")
         return EXIT_USAGE
     except BrokenPipeError:  # `... | head` closed the pipe: not an error

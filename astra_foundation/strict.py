@@ -12,7 +12,8 @@ wrong, where and what to do, the same way everywhere:
     astra.sandbox.memory_mb must be int, got '512'
     astra.batch_filling.delta must be >= 0, got -1
 
-This module is the foundation under the sandbox and the LLM client: it imports nothing of ours.
+This module is the foundation under the sandbox and the LLM client: it imports nothing of ours
+but `astra_foundation.errors` (a `SettingsError` is a `UserError`: command lines print it as one line).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from astra_foundation.errors import UserError
 
 _KINDS = {
     "int_type": "int",
@@ -44,7 +47,7 @@ _BOUNDS = {
 }
 
 
-class SettingsError(ValueError, TypeError):
+class SettingsError(UserError, ValueError, TypeError):
     """Settings or a record are malformed. A ValueError and a TypeError, so callers catching either see it."""
 
 

@@ -191,7 +191,7 @@ def evaluate(
             t0 = time.perf_counter()
             run(py("-m", "astra_verl.eval", "envs", "--data", str(parquet), "--model-path", str(model),
                    "--out", str(run_dir), "--label", label, "--concurrency", "32",
-                   *[a for o in limits for a in ("--override", o)]),
+                   *[a for o in limits for a in ("--set", o)]),
                 out.parent, timeout=4 * HOUR)  # fmt: skip
             timing.write_text(f"{time.perf_counter() - t0:.1f}")
         seconds += float(timing.read_text()) if timing.exists() else float("nan")

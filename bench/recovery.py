@@ -1,7 +1,7 @@
 """Golden-call recovery measured on worlds whose golden calls are known.
 
     python bench/recovery.py --n 300
-    python bench/recovery.py --n 300 --llm-base-url http://localhost:8000/v1 --llm-model smollm2   # a model proposes too
+    python bench/recovery.py --n 300 --base-url http://localhost:8000/v1 --model smollm2   # a model proposes too
 
 Our environments are exported to ASTRA-RL-1k rows (`env_registry.export_rl`: golden calls,
 sub-question texts, dependencies and final answers stripped), recovered LLM-free
@@ -24,8 +24,8 @@ Families: the procedural generator, per scenario type; ASTRA pipeline records im
 JSONL (`--pipeline`, default the importer tests' fixtures written in ASTRA's format); and any
 store's environments by generator (`--store`), e.g. synthesized ones:
 
-    python -m data_synth env run --run-dir runs/dry --mode domain --sample --allow-scripted \
-        --llm-responder data_synth.env.canned:respond
+    python -m data_synth env run --out runs/dry --mode domain --sample --allow-scripted \
+        --responder data_synth.env.canned:respond
     python bench/recovery.py --n 300 --store runs/dry/envs
 """
 

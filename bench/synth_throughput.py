@@ -14,7 +14,7 @@ golden-call replay. Timed: those steps (publish/export/report are not LLM-bound 
 After an untimed warm-up run (one-off costs: lazy imports, first connections), the same
 pipeline runs twice:
 
-    concurrent   --llm-concurrency C (default 64) requests in flight, 2C records in flight
+    concurrent   C (--concurrency, default 64) requests in flight, 2C records in flight
     sequential   one request and one record at a time (on a few environments)
 
 Printed: environments per minute of each; the concurrent run against the ideal bound
@@ -79,14 +79,17 @@ async def synthesize(run: EnvRun) -> float:
 def run_pipeline(base_url: str, inputs: Path, run_dir: Path, *, samples: int, limit: int | None,
                  llm_concurrency: int, records: int, server_pid: int) -> dict:  # fmt: skip
     argv = [
-        "run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(inputs), "--samples", str(samples),
-        "--percentile", "0", "--quiet", "--llm-base-url", base_url, "--llm-model", "fake",
-        "--llm-concurrency", str(llm_concurrency), "--concurrency", str(records),
+        "run", "--out", str(run_dir), "--mode", "domain", "--input", str(inputs), "--samples", str(samples),
+        "--percentile", "0", "--quiet", "--base-url", base_url, "--model", "fake",
+        "--concurrency", str(records),
     ]  # fmt: skip
     if limit:
         argv += ["--limit", str(limit)]
     args = build_parser().parse_args(argv)
     run = make_run(args)
+    # `--concurrency` is the records in flight and, unless told otherwise, the client's requests:
+    # this bench holds requests at C with 2C records in flight
+    run.factory.llm = run.factory.llm.model_copy(update={"max_concurrency": llm_concurrency})
     t0, c0, s0 = time.perf_counter(), time.process_time(), process_cpu(server_pid)
     sandbox_cpu = asyncio.run(synthesize(run))
     elapsed, cpu, server_cpu = time.perf_counter() - t0, time.process_time() - c0, process_cpu(server_pid) - s0

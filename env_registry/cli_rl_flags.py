@@ -21,12 +21,6 @@ class _BudgetDefaults:
 BUDGET = _BudgetDefaults()
 
 
-def _recover_calls(args: argparse.Namespace) -> int:
-    from env_registry.cli_rl import cmd_recover_calls
-
-    return cmd_recover_calls(args)
-
-
 def add_recovery_options(p: argparse.ArgumentParser) -> None:
     b = BUDGET
     p.add_argument(
@@ -46,7 +40,7 @@ def add_recovery_options(p: argparse.ArgumentParser) -> None:
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`export-astra-rl` and `recover-calls`; the first's parser is returned for the caller to
-    bind to a function that opens the store."""
+    bind to its command (which opens the store)."""
     x = sub.add_parser(
         "export-astra-rl",
         parents=[common],
@@ -72,5 +66,5 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentP
     r.add_argument("--out", required=True, help="JSONL: per row what was recovered, how, and why not")
     r.add_argument("--concurrency", type=int, default=8, help="rows searched at once (default 8)")
     add_recovery_options(r)
-    r.set_defaults(func=_recover_calls)
+    r.set_defaults(run="env_registry.cli_rl:cmd_recover_calls")  # imported when it runs
     return x

@@ -53,6 +53,7 @@ import pyarrow.parquet as pq
 from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
+from astra_foundation.errors import UserError
 from astra_foundation.strict import StrictModel
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef, compact_tool, distractor_key
 from env_registry.spec import EnvSpec
@@ -69,7 +70,7 @@ ABILITY = "tool_use"
 Mixer = Callable[[EnvSpec, int], list[ToolRef]]
 
 
-class ExportError(ValueError):
+class ExportError(UserError, ValueError):
     """The export cannot produce a correct row (bad mixer output, inconsistent options)."""
 
 

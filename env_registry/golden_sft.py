@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from astra_foundation.errors import UserError
 from astra_foundation.sandbox import BatchJob, Module, Program, run_programs
 from astra_foundation.strict import StrictModel
 from env_registry import call_errors
@@ -66,7 +67,7 @@ RECOVERY_KINDS: tuple[RecoveryKind, ...] = ("wrong_argument", "unknown_tool", "m
 Call = tuple[str, dict[str, Any]]  # (tool name, arguments)
 
 
-class GoldenSFTError(ValueError):
+class GoldenSFTError(UserError, ValueError):
     """An environment has no golden call for a sub-question, or a golden call failed in the sandbox."""
 
 

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from astra_foundation.errors import UserError
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec, ToolSpec
 from env_registry.store import EnvStore
@@ -70,7 +71,7 @@ BAND_HIGH = 0.85
 BAND_LOW = 0.4
 
 
-class MixingError(ValueError):
+class MixingError(UserError, ValueError):
     """Mixing is misconfigured or the store cannot provide a pool."""
 
 

@@ -55,6 +55,7 @@ from typing import NamedTuple
 
 from pydantic import ValidationError
 
+from astra_foundation.errors import UserError
 from env_registry.spec import EnvSpec
 
 FORMAT = "astra-env-store"
@@ -72,7 +73,7 @@ _LOCK = ".lock"
 _QUARANTINE = "quarantine"
 
 
-class StoreError(Exception):
+class StoreError(UserError):
     """Misuse of a store (wrong mode, bad id, not a store directory)."""
 
 

@@ -76,7 +76,7 @@ GRPO_ARGS=(
 GRPO_CKPT="$RUN_DIR/checkpoints/global_step_$GRPO_STEPS/actor/huggingface"
 # `eval envs` on the held-out split: the GRPO run's episode settings, rows that fit its prompt budget.
 EVAL_ARGS=(--data "$ENVS/mix_banded/val.parquet" --recipe astra_smoke --limit "$EVAL_LIMIT" --concurrency 8)
-[ -z "${EVAL_MAX_RESPONSE:-}" ] || EVAL_ARGS+=(--override "data.max_response_length=$EVAL_MAX_RESPONSE")
+[ -z "${EVAL_MAX_RESPONSE:-}" ] || EVAL_ARGS+=(--set "data.max_response_length=$EVAL_MAX_RESPONSE")
 
 held_out() {  # LABEL CHECKPOINT: F1 of the checkpoint on the held-out environments
     "$PY" -m astra_verl.eval envs "${EVAL_ARGS[@]}" --model-path "$2" --label "$1" --out "$RUN_DIR/eval_$1" \

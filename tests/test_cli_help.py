@@ -16,6 +16,7 @@ CLIS = [
     "data_synth env",
     "data_synth env run",
     "data_synth traj",
+    "data_synth traj run",
     "data_synth traj import-astra",
     "env_registry",
     "env_registry export-parquet",
@@ -29,7 +30,7 @@ CLIS = [
 
 
 # The commands that draw progress bars: `-q/--quiet` turns them off, the same flag everywhere.
-QUIET = {"data_synth env run", "data_synth traj", "env_registry", "astra_verl.eval envs"}
+QUIET = {"data_synth env run", "data_synth traj run", "env_registry", "astra_verl.eval envs"}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -129,9 +130,9 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
         ("astra_verl.eval.bfcl_run", ["astra_verl.eval", "bfcl", "--base-url", "http://127.0.0.1:9", "--model", "m"]),
         ("astra_verl.eval.envs", ["astra_verl.eval", "envs", "--data", "x.parquet", "--model-path", "."]),
         ("astra_verl.inspect.html", ["astra_verl.inspect", "."]),
-        ("data_synth.env.cli", ["data_synth", "env", "report", "--run-dir", "."]),
-        ("data_synth.env.merge", ["data_synth", "env", "report", "--run-dir", "."]),
-        ("data_synth.traj.run", ["data_synth", "traj", "funnel", "--run-dir", "."]),
+        ("data_synth.env.cli", ["data_synth", "env", "report", "--out", "."]),
+        ("data_synth.env.merge", ["data_synth", "env", "report", "--out", "."]),
+        ("data_synth.traj.run", ["data_synth", "traj", "funnel", "--out", "."]),
         ("env_registry.cli", ["env_registry", "--help"]),
         ("astra_verl.models.smollm2", ["astra_verl.models", "smollm2", "out"]),
     ],

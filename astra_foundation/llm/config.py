@@ -1,19 +1,21 @@
 """LLM settings, their command-line flags, and the client they build.
 
-Flags (each with an environment-variable default, so a cluster job can set them once):
+One endpoint's flags, the same in every command line (docs/cli.md), declared here only:
 
-    --llm-base-url URL[,URL...]   ASTRA_LLM_BASE_URL   OpenAI-compatible base URLs (.../v1); several = a pool
-    --llm-model NAME              ASTRA_LLM_MODEL      model name the server knows
-    --llm-api-key-env VAR         (OPENAI_API_KEY)     name of the variable holding the key (never the key)
-    --llm-scripted FILE                                canned responses instead of a server (dry runs, tests)
-    --llm-responder MODULE:FUNCTION                    a function answering instead of a server (dry runs)
-    --llm-concurrency N --llm-timeout S --llm-retries N --llm-temperature T --llm-max-tokens N
-    --llm-extra-body JSON          merged into every request (e.g. '{"chat_template_kwargs": {"enable_thinking": false}}')
-    --llm-transport aiohttp|httpx  HTTP client (default aiohttp)
-    --llm-no-cache
+    --base-url URL[,URL...]   ASTRA_LLM_BASE_URL   OpenAI-compatible base URLs (.../v1); several = a pool
+    --model NAME              ASTRA_LLM_MODEL      model name the server knows
+    --api-key-env VAR         (OPENAI_API_KEY)     name of the variable holding the key (never the key)
+    --scripted FILE                                canned responses instead of a server (dry runs, tests)
+    --responder MODULE:FUNCTION                    a function answering instead of a server (dry runs)
+    --concurrency N --timeout S --retries N --temperature T --max-tokens N
+    --extra-body JSON          merged into every request (e.g. '{"chat_template_kwargs": {"enable_thinking": false}}')
+    --transport aiohttp|httpx  HTTP client (default aiohttp)
+    --no-cache
 
-`add_llm_arguments(parser, prefix="judge")` adds the same set as `--judge-base-url` ...
-for a second model; `LLMConfig.from_args(args, prefix="judge")` reads it back.
+`add_llm_arguments(parser, prefix="judge")` adds the same set as `--judge-base-url` ... for a
+second model (env ASTRA_JUDGE_BASE_URL ...); `LLMConfig.from_args(args, prefix="judge")` reads
+it back. A command that takes only some of the knobs names them (`only=`); a knob the command
+already declares itself (its own `--concurrency`) is not declared twice and serves the client too.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from astra_foundation.errors import UserError
 from astra_foundation.llm.cache import ResponseCache
 from astra_foundation.llm.client import LLMClient
 from astra_foundation.llm.http import HTTPBackend
@@ -34,7 +37,7 @@ from astra_foundation.llm.scripted import ScriptedBackend, load_rules, scripted_
 from astra_foundation.llm.types import LLMError
 
 
-class LLMSettingsError(LLMError):
+class LLMSettingsError(UserError, LLMError):
     """The LLM flags cannot make a client (extra body not JSON, a responder that does not import);
     the message names the flag and what to fix. Command lines treat it as a usage error."""
 
@@ -67,81 +70,130 @@ class LLMConfig(BaseModel):
         return f"{self.model or '(default model)'} @ {where}, concurrency {self.max_concurrency}"
 
     @classmethod
-    def from_args(cls, args: argparse.Namespace, prefix: str = "llm") -> LLMConfig:
-        p = prefix.replace("-", "_")
+    def from_args(cls, args: argparse.Namespace, prefix: str = "") -> LLMConfig:
+        """The settings `add_llm_arguments(parser, prefix)` declared, as parsed; a knob the command
+        did not take keeps its default here."""
+        fields = cls.model_fields
 
-        def get(name: str) -> Any:
-            return getattr(args, f"{p}_{name}")
+        def get(name: str, field: str) -> Any:
+            value = getattr(args, _dest(prefix, name), None)  # None: not taken, or left to a config file
+            return fields[field].get_default(call_default_factory=True) if value is None else value
 
-        extra = get("extra_body")
+        extra = get("extra_body", "extra_body")
         try:
-            extra_body = json.loads(extra) if extra else {}
+            extra_body = json.loads(extra) if isinstance(extra, str) and extra else {}
         except json.JSONDecodeError as e:
-            raise LLMSettingsError(f"--{prefix}-extra-body is not JSON ({e.msg}): {extra!r}") from None
-        urls = [u.strip() for u in (get("base_url") or "").split(",") if u.strip()]
+            raise LLMSettingsError(f"{_flag(prefix, 'extra-body')} is not JSON ({e.msg}): {extra!r}") from None
+        urls = [u.strip() for u in (getattr(args, _dest(prefix, "base_url"), None) or "").split(",") if u.strip()]
         return cls(
             base_urls=urls,
-            model=get("model") or "",
-            api_key_env=get("api_key_env"),
-            scripted=get("scripted"),
-            responder=get("responder"),
-            max_concurrency=get("concurrency"),
-            timeout_s=get("timeout"),
-            max_retries=get("retries"),
-            temperature=get("temperature"),
-            max_tokens=get("max_tokens") or None,
+            model=get("model", "model") or "",
+            api_key_env=get("api_key_env", "api_key_env"),
+            scripted=get("scripted", "scripted"),
+            responder=get("responder", "responder"),
+            max_concurrency=get("concurrency", "max_concurrency"),
+            timeout_s=get("timeout", "timeout_s"),
+            max_retries=get("retries", "max_retries"),
+            temperature=get("temperature", "temperature"),
+            max_tokens=get("max_tokens", "max_tokens") or None,
             extra_body=extra_body,
-            cache=not get("no_cache"),
-            transport=get("transport"),
+            cache=not getattr(args, _dest(prefix, "no_cache"), False),
+            transport=get("transport", "transport"),
         )
 
 
+def _flag(prefix: str, name: str) -> str:
+    """`--base-url` for the endpoint, `--judge-base-url` for the second one named `judge`."""
+    return f"--{prefix}-{name}" if prefix else f"--{name}"
+
+
+def _dest(prefix: str, name: str) -> str:
+    return f"{prefix.replace('-', '_')}_{name}" if prefix else name
+
+
+# (name, add_argument keywords) of every knob, in --help's order; `default` may be replaced.
+_KNOBS: dict[str, dict[str, Any]] = {
+    "base-url": {
+        "metavar": "URL",
+        "help": "OpenAI-compatible base URL(s) (.../v1), comma-separated for a pool of replicas",
+    },
+    "model": {"metavar": "NAME", "help": "model name the server knows"},
+    "api-key-env": {
+        "metavar": "VAR",
+        "default": "OPENAI_API_KEY",
+        "help": "name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)",
+    },
+    "scripted": {"metavar": "FILE", "help": "canned responses (.json/.jsonl rules) instead of a server"},
+    "responder": {
+        "metavar": "MODULE:FUNCTION",
+        "help": "a function (step, payload) -> response answering instead of a server (dry runs)",
+    },
+    "concurrency": {"metavar": "N", "type": int, "default": 32, "help": "requests in flight (default %(default)s)"},
+    "timeout": {"metavar": "S", "type": float, "default": 120.0, "help": "seconds per request (default %(default)g)"},
+    "retries": {"metavar": "N", "type": int, "default": 6, "help": "retries on timeouts/429/5xx (default %(default)s)"},
+    "temperature": {
+        "metavar": "T",
+        "type": float,
+        "default": 0.7,
+        "help": "sampling temperature (default %(default)g)",
+    },
+    "max-tokens": {
+        "metavar": "N",
+        "type": int,
+        "default": 4096,
+        "help": "max completion tokens (default %(default)s; 0 = server default)",
+    },
+    "extra-body": {"metavar": "JSON", "help": "extra request fields, as JSON (e.g. chat_template_kwargs)"},
+    "no-cache": {"action": "store_true", "help": "do not read or write the response cache"},
+    "transport": {
+        "choices": ["aiohttp", "httpx"],
+        "default": "aiohttp",
+        "help": "HTTP client (default aiohttp: httpx's pool is several times slower under concurrency)",
+    },
+}
+ENDPOINT = ("base-url", "model", "api-key-env")  # a policy's server, driven by the command's own engine
+SERVED = tuple(k for k in _KNOBS if k not in ("scripted", "responder"))  # a real server only (evaluation)
+
+
 def add_llm_arguments(
-    parser: argparse.ArgumentParser, prefix: str = "llm", what: str = "the model", *, temperature: float = 0.7
+    parser: argparse.ArgumentParser,
+    prefix: str = "",
+    what: str = "the model",
+    *,
+    temperature: float = 0.7,
+    only: tuple[str, ...] | None = None,
+    defaults: dict[str, Any] | None = None,
+    required: bool = False,
+    from_env: bool = True,
 ) -> None:
-    """The flags of one model (`--<prefix>-base-url` ...); `temperature` is its default sampling
-    temperature (judges use 0: every astra-verl command line judges at 0 unless told otherwise)."""
-    env = "ASTRA_" + prefix.upper().replace("-", "_")
-    g = parser.add_argument_group(f"LLM ({what})")
-    g.add_argument(
-        f"--{prefix}-base-url",
-        default=os.environ.get(f"{env}_BASE_URL"),
-        help=f"OpenAI-compatible base URL(s), comma-separated for a pool of replicas (env {env}_BASE_URL)",
-    )
-    g.add_argument(f"--{prefix}-model", default=os.environ.get(f"{env}_MODEL"), help=f"model name (env {env}_MODEL)")
-    g.add_argument(
-        f"--{prefix}-api-key-env",
-        default="OPENAI_API_KEY",
-        help="name of the environment variable that holds the API key (default OPENAI_API_KEY; unset = no key)",
-    )
-    g.add_argument(f"--{prefix}-scripted", default=None, metavar="FILE", help="canned responses (.json/.jsonl rules)")
-    g.add_argument(
-        f"--{prefix}-responder",
-        default=None,
-        metavar="MODULE:FUNCTION",
-        help="a function (step, payload) -> response answering instead of a server (dry runs)",
-    )
-    g.add_argument(f"--{prefix}-concurrency", type=int, default=32, help="requests in flight (default 32)")
-    g.add_argument(f"--{prefix}-timeout", type=float, default=120.0, help="seconds per request (default 120)")
-    g.add_argument(f"--{prefix}-retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
-    g.add_argument(
-        f"--{prefix}-temperature",
-        type=float,
-        default=temperature,
-        help=f"sampling temperature (default {temperature:g})",
-    )
-    g.add_argument(f"--{prefix}-max-tokens", type=int, default=4096, help="max completion tokens (0 = server default)")
-    g.add_argument(f"--{prefix}-extra-body", default=None, metavar="JSON", help="extra request fields, as JSON")
-    g.add_argument(f"--{prefix}-no-cache", action="store_true", help="do not read or write the response cache")
-    g.add_argument(
-        f"--{prefix}-transport",
-        choices=["aiohttp", "httpx"],
-        default="aiohttp",
-        help="HTTP client (default aiohttp: httpx's pool is several times slower under concurrency)",
-    )
+    """The flags of one endpoint: `--base-url`, `--model`, ... (`--<prefix>-base-url` ... for a
+    second one). `temperature` is its default sampling temperature (judges use 0); `only` the
+    knobs taken (default all, in `_KNOBS`' names); `defaults` other defaults by knob name;
+    `required` makes `--base-url` and `--model` required unless the environment sets them
+    (`from_env`: ASTRA_LLM_BASE_URL / ASTRA_<PREFIX>_BASE_URL and ..._MODEL are the defaults)."""
+    env = "ASTRA_" + (prefix or "llm").upper().replace("-", "_")
+    chosen = {**{"temperature": temperature}, **(defaults or {})}
+    g = parser.add_argument_group(f"endpoint ({what})")
+    for name, spec in _KNOBS.items():
+        if only is not None and name not in only:
+            continue
+        kw = dict(spec)
+        key = name.replace("-", "_")
+        if key in chosen:
+            kw["default"] = chosen[key]
+        if name in ("base-url", "model"):
+            variable = f"{env}_{key.upper()}"
+            kw["default"] = os.environ.get(variable) if from_env else kw.get("default")
+            kw["required"] = required and kw["default"] is None
+            if from_env:
+                kw["help"] += f" (env {variable})"
+        try:
+            g.add_argument(_flag(prefix, name), dest=_dest(prefix, key), **kw)
+        except argparse.ArgumentError:  # the command declares this knob itself: its value serves the client
+            continue
 
 
-def load_responder(spec: str, flag: str = "--llm-responder"):
+def load_responder(spec: str, flag: str = "--responder"):
     """The function `spec` (MODULE:FUNCTION) names; LLMSettingsError naming `flag` when it cannot be had."""
     module, _, name = spec.partition(":")
     if not module or not name:
@@ -171,7 +223,7 @@ def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, respon
     if responder is not None or cfg.scripted:
         backend = ScriptedBackend(load_rules(cfg.scripted) if cfg.scripted else [], responder=responder)
         source = cfg.responder or (_callable_name(responder) if responder is not None else cfg.scripted)
-        model = scripted_model(source)  # not --llm-model: no model answers
+        model = scripted_model(source)  # not --model: no model answers
     elif cfg.base_urls:
         backend = HTTPBackend(
             cfg.base_urls,
@@ -183,8 +235,8 @@ def build_client(cfg: LLMConfig, *, cache_path: str | Path | None = None, respon
             transport=cfg.transport,
         )
     else:
-        raise SystemExit(
-            "no LLM configured: pass --llm-base-url (or set ASTRA_LLM_BASE_URL), or --llm-scripted FILE for a dry run"
+        raise LLMSettingsError(
+            "no LLM configured: pass --base-url URL --model NAME (or set ASTRA_LLM_BASE_URL), or --scripted FILE for a dry run"
         )
     defaults: dict[str, Any] = {"temperature": cfg.temperature}
     if cfg.max_tokens:

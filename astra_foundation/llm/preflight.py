@@ -1,12 +1,12 @@
 """Check every LLM endpoint once before the first record: reachable, key accepted, model served.
 
-    preflight(cfg, flags=LLMFlags("llm"))       # raises PreflightError saying what, where, what to do
+    preflight(cfg, flags=LLMFlags())            # raises PreflightError saying what, where, what to do
 
 A run against a server that is down, a URL without `/v1`, a rejected key or a model name the
 server does not know would otherwise retry each record for a minute and end as a run of
 `llm_unavailable` errors. One `GET <base_url>/models` per endpoint (the OpenAI API's model list,
 which vLLM, SGLang and hosted APIs serve) finds all four in a second. Scripted backends
-(`--llm-scripted`, `--llm-responder`) have nothing to reach; what they name is loaded instead (a
+(`--scripted`, `--responder`) have nothing to reach; what they name is loaded instead (a
 responder that does not import, a rules file that is missing or not JSON), so a typo stops the
 command before its run directory is written, not at the first record.
 """
@@ -33,9 +33,10 @@ class PreflightError(LLMSettingsError):
 
 @dataclass(frozen=True)
 class LLMFlags:
-    """The command-line names of one model's settings, for messages (`--llm-model`, or `--model`)."""
+    """The command-line names of one endpoint's settings, for messages: `--model`, or
+    `--judge-model` for the second endpoint named `judge`."""
 
-    prefix: str = "llm"
+    prefix: str = ""
 
     def flag(self, name: str) -> str:
         return f"--{self.prefix}-{name}" if self.prefix else f"--{name}"

@@ -101,7 +101,7 @@ def _words(text: str) -> int:
 
 
 # A client whose backend is scripted names its model `scripted:<what answers>` (build_client), so
-# records made in a dry run say so (`scripted_source`), whatever --llm-model says.
+# records made in a dry run say so (`scripted_source`), whatever --model says.
 SCRIPTED_MODEL_PREFIX = "scripted:"
 
 

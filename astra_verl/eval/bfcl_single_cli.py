@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from astra_foundation.clikit import add_quiet
-from astra_verl.eval.endpoint_args import llm_config
+from astra_foundation.llm.config import SERVED, add_llm_arguments
 
 DEFAULT_TEMPERATURE = 0.001  # BFCL's generation default
 
@@ -55,16 +55,12 @@ def add_parser(sub: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = p.add_mutually_exclusive_group(required=True)
-    where.add_argument("--base-url", help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
-    where.add_argument(
+    p.add_argument(
         "--model-path",
-        help="a local Hugging Face checkpoint, run in this process by hf_cpu's engine (its chat template, "
-        "<tool_call> blocks parsed as vLLM's hermes parser does)",
+        help="instead of --base-url: a local Hugging Face checkpoint, run in this process by hf_cpu's engine "
+        "(its chat template, <tool_call> blocks parsed as vLLM's hermes parser does)",
     )
-    p.add_argument("--model", default=None, help="with --base-url: the model name the server knows (required)")
     p.add_argument("--batch", type=int, default=8, help="with --model-path: requests decoded together (default 8)")
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
     p.add_argument(
         "--style",
         choices=("fc", "prompting"),
@@ -81,15 +77,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--sample", type=int, default=None, help="a seeded random N entries of each category")
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     p.add_argument("--limit", type=int, default=None, help="only the first N entries of each category")
-    p.add_argument("--out", default=None, help="run directory (default runs/bfcl_single/<model>_<style>)")
+    p.add_argument("--out", default=None, help="output folder (default runs/bfcl_single/<model>_<style>)")
     p.add_argument("--label", default="", help="the model's name in the table and plot (default --model)")
-    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
-    p.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="default 0.001 (BFCL's)")
-    p.add_argument("--max-tokens", type=int, default=1024, help="max completion tokens (0: server default)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
-    p.add_argument("--retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
-    p.add_argument("--extra-body", default=None, metavar="JSON", help="extra request fields")
-    p.add_argument("--no-cache", action="store_true", help="do not cache responses")
+    add_llm_arguments(
+        p,
+        what="the evaluated model; or --model-path",
+        temperature=DEFAULT_TEMPERATURE,  # BFCL's generation default
+        defaults={"concurrency": 8, "max_tokens": 1024, "timeout": 300.0},
+        only=SERVED,
+        from_env=False,
+    )
     p.add_argument("--sandbox-workers", type=int, default=None, help="sandbox worker processes (default min(4, CPUs))")
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds per checker run (default 30)")
     add_quiet(p)
@@ -154,9 +151,9 @@ async def _model(args: argparse.Namespace, out: Path) -> AsyncIterator[tuple[Any
         )
         yield local.ask, (ContextOverflow,)
         return
-    from astra_foundation.llm import LLMUnavailable, build_client
+    from astra_foundation.llm import LLMConfig, LLMUnavailable, build_client
 
-    client = build_client(llm_config(args), cache_path=out / "llm_cache.sqlite")
+    client = build_client(LLMConfig.from_args(args), cache_path=out / "llm_cache.sqlite")
     try:
 
         async def ask(messages, tools):
@@ -171,6 +168,8 @@ def _check_source(args: argparse.Namespace) -> str:
     """Preflight of the endpoint, or the checkpoint folder's existence; what runs, in words."""
     from astra_foundation.clikit import UsageError
 
+    if bool(args.model_path) == bool(args.base_url):
+        raise UsageError("bfcl-single: pass one of --base-url URL --model NAME (a server) or --model-path DIR (local)")
     if args.model_path:
         if not Path(args.model_path).is_dir():
             raise UsageError(
@@ -179,10 +178,10 @@ def _check_source(args: argparse.Namespace) -> str:
         return f"checkpoint {args.model_path} (hf_cpu, batch {args.batch})"
     if not args.model:
         raise UsageError("--base-url needs --model (the model name the server knows)")
-    from astra_foundation.llm import LLMFlags, preflight
+    from astra_foundation.llm import LLMConfig, LLMFlags, preflight
 
-    llm = llm_config(args)
-    preflight(llm, flags=LLMFlags(""))
+    llm = LLMConfig.from_args(args)
+    preflight(llm, flags=LLMFlags())
     return llm.describe()
 
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from astra_foundation.clikit import UsageError, add_quiet, run_async, run_cli
+from astra_foundation.llm.config import ENDPOINT, SERVED, add_llm_arguments
 from astra_verl.eval import bfcl_single_cli, tau_cli  # light: their heavy imports are inside the commands
-from astra_verl.eval.endpoint_args import llm_config
 
 # Every command imports what it needs when it runs (verl, transformers, bfcl_eval, the sandbox,
 # the LLM client take seconds): `--help` and a usage error answer at once, and Ctrl-C during
@@ -96,13 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="a Hugging Face checkpoint directory, served by hf_cpu (with --base-url: its tokenizer and template)",
     )
-    envs.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint(s) serving the policy (vLLM)")
-    envs.add_argument("--model", default=None, help="with --base-url: the policy's name on the server")
-    envs.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
-    envs.add_argument("--out", default=None, help="run directory (default runs/eval_envs/<checkpoint>_<data>)")
+    add_llm_arguments(envs, what="optional: vLLM serving the policy, token prompts in", only=ENDPOINT, from_env=False)
+    envs.add_argument("--out", default=None, help="output folder (default runs/eval_envs/<checkpoint>_<data>)")
     envs.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
     envs.add_argument(
-        "--override",
+        "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -118,18 +116,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_quiet(envs)
 
     run = sub.add_parser("bfcl", help="evaluate an OpenAI-compatible endpoint on BFCL multi-turn")
-    run.add_argument("--base-url", required=True, help="OpenAI-compatible base URL(s) (.../v1), comma-separated")
-    run.add_argument("--model", required=True, help="model name the server knows")
-    run.add_argument("--api-key-env", default="OPENAI_API_KEY", help="variable holding the API key (unset: none)")
     _selection(run)
-    run.add_argument("--out", default=None, help="run directory (default runs/bfcl/<model>)")
-    run.add_argument("--concurrency", type=int, default=16, help="episodes in flight (default 16)")
-    run.add_argument("--temperature", type=float, default=DEFAULT_TEMPERATURE, help="default 0.001 (BFCL's)")
-    run.add_argument("--max-tokens", type=int, default=4096, help="max completion tokens per step (0: server default)")
-    run.add_argument("--timeout", type=float, default=300.0, help="seconds per request (default 300)")
-    run.add_argument("--retries", type=int, default=6, help="retries on timeouts/429/5xx (default 6)")
-    run.add_argument(
-        "--extra-body", default=None, metavar="JSON", help="extra request fields, e.g. chat_template_kwargs"
+    run.add_argument("--out", default=None, help="output folder (default runs/bfcl/<model>)")
+    run.add_argument("--concurrency", type=int, default=16, help="episodes (and requests) in flight (default 16)")
+    add_llm_arguments(
+        run,
+        what="the evaluated model",
+        temperature=DEFAULT_TEMPERATURE,  # BFCL's generation default
+        defaults={"timeout": 300.0},
+        required=True,
+        only=SERVED,
+        from_env=False,
     )
     run.add_argument(
         "--holdout-message",
@@ -138,7 +135,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="miss_func turns: 'fc' grows the request's tool list and sends BFCL's FC message (default); "
         "'prompting' also lists the new functions in the message, as astra_tool_agent must",
     )
-    run.add_argument("--no-cache", action="store_true", help="do not cache responses (the cache makes reruns cheap)")
     run.add_argument("--no-messages", action="store_true", help="do not keep conversations in the results file")
     add_quiet(run)
     _sandbox(run)
@@ -146,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     export = sub.add_parser(
         "bfcl-export", help="write the BFCL environments and verl rows (for +recipe=astra_bfcl_eval)"
     )
-    export.add_argument("--out", required=True, help="output directory (store/, <category>.parquet, all.parquet)")
+    export.add_argument("--out", required=True, help="output folder (store/, <category>.parquet, all.parquet)")
     _selection(export)
     export.add_argument("--tokenizer", default=None, help="tokenizer dir: measure prompts (RowInfo.prompt_tokens)")
     export.add_argument("--max-prompt-length", type=int, default=None, help="drop rows whose prompt is longer")
@@ -160,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     replay = sub.add_parser("bfcl-replay", help="replay BFCL's ground truth through the adapter and score it")
     _selection(replay)
-    replay.add_argument("--out", default="runs/bfcl_replay", help="run directory (default runs/bfcl_replay)")
+    replay.add_argument("--out", default="runs/bfcl_replay", help="output folder (default runs/bfcl_replay)")
     replay.add_argument("--wrong", action="store_true", help="replay a broken sequence (last call dropped): must fail")
     replay.add_argument(
         "--via",
@@ -170,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--model-dir", default=None, help="--via agent-loop: tokenizer/model dir for the loop")
     replay.add_argument(
-        "--override",
+        "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -225,15 +221,15 @@ def run_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_bfcl(args: argparse.Namespace) -> int:
-    from astra_foundation.llm import LLMFlags, LLMUnavailable, build_client, preflight
+    from astra_foundation.llm import LLMConfig, LLMFlags, LLMUnavailable, build_client, preflight
     from astra_foundation.sandbox import SandboxPool
     from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
     from astra_verl.eval.chat_rollout import ChatRollout
 
     out = run_dir(args)
-    llm = llm_config(args)
-    preflight(llm, flags=LLMFlags(""))
+    llm = LLMConfig.from_args(args)
+    preflight(llm, flags=LLMFlags())
     data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
     results = ResultsFile(out / "results.jsonl")
     print(f"BFCL multi-turn: {len(data.entries)} entries, {llm.describe()}; run dir {out}", file=sys.stderr)
@@ -354,7 +350,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         wrong=args.wrong,
         via=args.via,
         model_dir=args.model_dir,
-        overrides=args.override,
+        overrides=args.set,
         concurrency=args.concurrency,
         sandbox=sandbox_config(args, args.concurrency),
         observations=not (args.no_observations or args.wrong),
@@ -402,7 +398,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
             api_key_env=args.api_key_env,
             out=Path(out),
             recipe=args.recipe,
-            overrides=args.override,
+            overrides=args.set,
             temperature=args.temperature,
             top_p=args.top_p,
             n=args.n,
@@ -461,10 +457,4 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     """The command, its start-up imports inside `run_cli` (Ctrl-C there is one line, exit 130)."""
-    from astra_foundation.llm import PreflightError
-    from env_registry.families.bfcl import BfclDataError
-
-    try:
-        return COMMANDS[args.command](args)
-    except (PreflightError, BfclDataError) as exc:
-        raise UsageError(str(exc)) from exc
+    return COMMANDS[args.command](args)

@@ -42,6 +42,7 @@ from verl.experimental.reward_loop.reward_manager.registry import REWARD_MANAGER
 from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import RolloutMode
 
+from astra_foundation.errors import UserError
 from astra_foundation.llm import LLMConfig, build_client
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
@@ -59,7 +60,7 @@ RESULTS_VERSION = 1
 RECORD_VERSION = 1
 
 
-class EnvEvalError(ValueError):
+class EnvEvalError(UserError, ValueError):
     """The evaluation cannot run as asked (bad data, settings that contradict each other)."""
 
 

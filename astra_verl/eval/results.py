@@ -15,10 +15,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.errors import UserError
 from astra_foundation.llm.types import json_text
 
 
-class ResultsFileError(ValueError):
+class ResultsFileError(UserError, ValueError):
     """A results file line is not a results record (not a torn tail)."""
 
 

@@ -8,6 +8,19 @@ import argparse
 from typing import Any
 
 from astra_foundation.clikit import add_quiet
+from astra_foundation.llm.config import add_llm_arguments
+
+
+def _user_endpoint(p: argparse.ArgumentParser) -> None:
+    """τ-bench's simulated user: the second endpoint, `--user-base-url/--user-model` (required: llm)."""
+    add_llm_arguments(
+        p,
+        "user",
+        "the simulated user's model (required with --user llm)",
+        only=("base-url", "model"),
+        defaults={"base_url": "", "model": ""},
+        from_env=False,
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -20,14 +33,14 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--domain", required=True, choices=["retail", "airline"])
     p.add_argument("--split", default="test", help="retail: train, dev, test; airline: test (default test)")
     p.add_argument("--model-path", required=True, help="a checkpoint (served by hf_cpu; with --base-url its tokenizer)")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible endpoint serving the policy")
-    p.add_argument("--model", default=None, help="with --base-url: the policy's name on the server")
+    add_llm_arguments(p, what="optional: an endpoint serving the policy", only=("base-url", "model"), from_env=False)
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
-    p.add_argument("--user-base-url", default="", help="OpenAI-compatible endpoint of the user model (required: llm)")
-    p.add_argument("--user-model", default="", help="the user model's name on that endpoint (required: llm)")
-    p.add_argument("--out", default=None, help="run directory (default runs/eval_tau/<policy>_<domain>_<split>)")
+    _user_endpoint(p)
+    p.add_argument("--out", default=None, help="output folder (default runs/eval_tau/<policy>_<domain>_<split>)")
     p.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
-    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override (repeatable)")
+    p.add_argument(
+        "--set", dest="override", action="append", default=[], metavar="KEY=VALUE", help="a Hydra override (repeatable)"
+    )
     p.add_argument("--temperature", type=float, default=None, help="sample at T (default: val_kwargs, greedy)")
     p.add_argument("--n", type=int, default=1, help="samples per task, for pass^k (needs --temperature > 0)")
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight")
@@ -46,10 +59,9 @@ def add_export_parser(sub: Any) -> None:
     )
     p.add_argument("--domain", required=True, choices=["retail", "airline"])
     p.add_argument("--split", required=True, help="retail: train, dev, test; airline: test")
-    p.add_argument("--out", required=True, help="output directory (e.g. runs/tau_data)")
+    p.add_argument("--out", required=True, help="output folder (e.g. runs/tau_data)")
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
-    p.add_argument("--user-base-url", default="", help="OpenAI-compatible endpoint of the user model (required: llm)")
-    p.add_argument("--user-model", default="", help="the user model's name on that endpoint (required: llm)")
+    _user_endpoint(p)
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
 
 

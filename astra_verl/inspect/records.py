@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from astra_foundation.errors import UserError
 from astra_foundation.strict import SettingsError, StrictModel
 from astra_verl.calls.call_log import EXTRA_FIELDS_KEY, CallLogError, EpisodeLog
 from astra_verl.reward.f1 import score_episode
@@ -43,7 +44,7 @@ RECORD_VERSION = 1
 EPISODES_DIR = "episodes"
 
 
-class RecordError(ValueError):
+class RecordError(UserError, ValueError):
     """An episode file or line that is not a valid episode record."""
 
 

@@ -12,10 +12,11 @@ import argparse
 import ast
 import importlib
 import importlib.util
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from astra_foundation.clikit import run_cli
 
 
 @dataclass(frozen=True)
@@ -59,16 +60,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        module = MODELS[args.model].load()
-    except KeyboardInterrupt:  # during torch's import: one line, as run_cli says it
-        print("\ninterrupted", file=sys.stderr)
-        return 130
+    return run_cli(lambda: _convert(args), interrupted="rerun the same command to build the checkpoint")
+
+
+def _convert(args: argparse.Namespace) -> int:
+    """Load the model's module (torch, transformers) and convert, inside `run_cli`: Ctrl-C during
+    the imports is one line and exit 130; a missing extra (a UserError) one line and exit 2."""
+    module = MODELS[args.model].load()
     t0 = time.perf_counter()
-    try:
-        out = module.convert(args.out, force=args.force)
-    except module.MissingExtraError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    out = module.convert(args.out, force=args.force)
     print(f"{args.model}: checkpoint in {out} ({time.perf_counter() - t0:.1f} s)")
     return 0

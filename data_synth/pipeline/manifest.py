@@ -26,6 +26,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from astra_foundation.errors import UserError
 from astra_foundation.strict import SettingsError, StrictModel
 
 __all__ = [
@@ -43,7 +44,7 @@ MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
 
 
-class ManifestError(ValueError):
+class ManifestError(UserError, ValueError):
     """The run directory was made with other settings, or its manifest cannot be read."""
 
 
@@ -116,11 +117,11 @@ def read_manifest(run_dir: str | Path, pipeline: str) -> RunManifest:
     except (ValidationError, SettingsError) as e:
         raise ManifestError(
             f"{path} is not a valid run manifest ({e.errors()[0]['msg'] if isinstance(e, ValidationError) else e}); "
-            "restore it or use a new --run-dir"
+            "restore it or use a new --out"
         ) from None
     if manifest.pipeline != pipeline:
         raise ManifestError(
-            f"{run_dir} is a run directory of the {manifest.pipeline!r} pipeline, not {pipeline!r}; use another --run-dir"
+            f"{run_dir} is a run directory of the {manifest.pipeline!r} pipeline, not {pipeline!r}; use another --out"
         )
     return manifest
 
@@ -150,7 +151,7 @@ def record_settings(
         raise ManifestError(
             f"{run_dir} was run with other settings ({_path(run_dir)}):\n"
             + "\n".join(lines)
-            + "\nits records would mix with this run's. Rerun with the recorded settings, use a new --run-dir, "
+            + "\nits records would mix with this run's. Rerun with the recorded settings, use a new --out, "
             "redo the step (--redo), or pass --force to continue with the new settings (records already done "
             "stay as they were made)"
         )

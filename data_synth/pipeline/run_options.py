@@ -88,7 +88,7 @@ def check_run_dir(run_dir: Path, pipeline: str, *, creates: bool, first: str) ->
     run directory (its manifest names the pipeline)."""
     if not run_dir.is_dir() and (run_dir.exists() or not creates):
         what = "is not a directory" if run_dir.exists() else "does not exist"
-        raise UsageError(f"--run-dir {run_dir} {what}; run `{first}` (or `run`) into it first")
+        raise UsageError(f"--out {run_dir} {what}; run `{first}` (or `run`) into it first")
     if run_dir.is_dir():
         read_manifest(run_dir, pipeline)
 

@@ -24,13 +24,14 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from astra_foundation.errors import UserError
 from data_synth.pipeline.records import ENVELOPE_VERSION, Envelope
 from data_synth.pipeline.shard import Shard
 
 log = logging.getLogger(__name__)
 
 
-class RunDirError(RuntimeError):
+class RunDirError(UserError, RuntimeError):
     """A run directory's step files are torn or of another version (not the environment store's
     `env_registry.store.StoreError`)."""
 

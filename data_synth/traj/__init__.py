@@ -1,6 +1,6 @@
 """Trajectory synthesis (docs/method.md §1): tool docs -> tool-call graph -> verified multi-turn SFT data.
 
-    python -m data_synth traj run TOOL_DOCS... --run-dir RUN --llm-base-url URL --llm-model NAME
+    python -m data_synth traj run TOOL_DOCS... --out RUN --base-url URL --model NAME
 
 Modules, in pipeline order: `ingest` (+ `schema`), `compat` + `propose` + `graph`, `chains`,
 `verify_chains` (+ `query_checks`), `tasks`, `simulate` / `mcp_tools` + `interact`, `judge`,

@@ -50,7 +50,6 @@ from data_synth.traj.export_sft import SFT_VERSION
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
 from env_registry.importers.sources import (
-    SourceError,
     SourceRow,
     check_files,
     decode_json_text,
@@ -476,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _import(args), usage_errors=(SourceError,))
+    return run_cli(lambda: _import(args))
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -1,6 +1,6 @@
 """A deterministic stand-in model for the trajectory prompts: dry runs of `data_synth traj`, tests.
 
-    python -m data_synth traj run TOOLS.json --run-dir /tmp/dry --llm-responder data_synth.traj.canned:respond
+    python -m data_synth traj run TOOLS.json --out /tmp/dry --responder data_synth.traj.canned:respond
 
 This is NOT a model, and what it writes is not training data. It reads what it needs out of each
 prompt of `data_synth/prompts/traj` and answers in the format that prompt asks for, so every step

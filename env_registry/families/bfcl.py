@@ -49,6 +49,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
+from astra_foundation.errors import UserError
 from env_registry.export import ExportConfig, count_prompt_tokens, tool_schemas, write_parquet
 from env_registry.export import export_rows as registry_rows
 from env_registry.families.bfcl_tools import description, parameters_schema, wrapper_source
@@ -65,7 +66,7 @@ TARGET_VERSION = 1
 DOMAIN_PREFIX = "bfcl_multi_turn_"
 
 
-class BfclDataError(ValueError):
+class BfclDataError(UserError, ValueError):
     """The installed bfcl-eval data does not look the way this adapter reads it."""
 
 

@@ -35,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from astra_foundation.errors import UserError
 from astra_foundation.sandbox import BatchJob, Module, Program, SandboxConfig, run_programs
 from env_registry.family_rules import FamilyRules, ReplayCall
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, ToolSpec, tool_module
@@ -55,7 +56,7 @@ SANDBOX = {
 }
 
 
-class TauDataError(ValueError):
+class TauDataError(UserError, ValueError):
     """The installed tau_bench does not hold what this adapter reads."""
 
 

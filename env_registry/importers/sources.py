@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from astra_foundation.errors import UserError
+
 SUFFIXES = (".json", ".jsonl", ".parquet")
 
 
-class SourceError(ValueError):
+class SourceError(UserError, ValueError):
     """A file that cannot be read at all (missing, unknown suffix, not JSON)."""
 
 

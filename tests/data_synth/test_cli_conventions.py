@@ -18,8 +18,8 @@ from data_synth.env.cli import main as env_main
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.cli import main as traj_main
 
-ENV_DRY = ["--llm-responder", "data_synth.env.canned:respond", "-q"]
-TRAJ_DRY = ["--llm-responder", "data_synth.traj.canned:respond", "-q"]
+ENV_DRY = ["--responder", "data_synth.env.canned:respond", "-q"]
+TRAJ_DRY = ["--responder", "data_synth.traj.canned:respond", "-q"]
 
 
 def _tool(name: str, description: str, **params: str) -> dict:
@@ -68,7 +68,7 @@ def _refuses_every_request(payload, n):
 
 def test_traj_dry_run_end_to_end_with_the_canned_responder(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *TRAJ_DRY]) == 0
+    assert traj_main(["run", str(write_tools(tmp_path)), "--out", str(run_dir), *TRAJ_DRY]) == 0
     out = capsys.readouterr().out
     assert "traj.judge" in out and "export: {'rows':" in out
     rows = pd.read_parquet(run_dir / "sft.parquet")
@@ -98,7 +98,7 @@ def test_the_agent_and_judge_responders_answer_their_own_steps(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     run_dir = tmp_path / "run"
     roles = ["--agent-responder", "agent_spy:respond", "--judge-responder", "judge_spy:respond"]
-    assert traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *TRAJ_DRY, *roles]) == 0
+    assert traj_main(["run", str(write_tools(tmp_path)), "--out", str(run_dir), *TRAJ_DRY, *roles]) == 0
     import agent_spy
     import judge_spy
 
@@ -110,10 +110,10 @@ def test_the_agent_and_judge_responders_answer_their_own_steps(tmp_path, monkeyp
 
 def test_env_dry_run_of_the_first_step_and_the_report(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    argv = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
+    argv = ["decompose", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
     assert env_main([*argv, *ENV_DRY]) == 0
     assert "env.decompose: 3 processed (3 ok" in capsys.readouterr().out
-    assert env_main(["report", "--run-dir", str(run_dir)]) == 0
+    assert env_main(["report", "--out", str(run_dir)]) == 0
     assert (run_dir / "report" / "report.md").exists() and (run_dir / "report" / "plots" / "funnel.png").exists()
 
 
@@ -123,11 +123,11 @@ def test_env_dry_run_of_the_first_step_and_the_report(tmp_path, capsys):
 def test_a_server_that_is_down_is_found_before_the_first_record(tmp_path, capsys):
     url = f"http://127.0.0.1:{_unused_port()}/v1"
     run_dir = tmp_path / "run"
-    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
-    assert env_main([*argv, "--llm-base-url", url, "--llm-model", "m", "-q"]) == 2
+    argv = ["run", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
+    assert env_main([*argv, "--base-url", url, "--model", "m", "-q"]) == 2
     assert f"error: {url}/models: cannot connect" in capsys.readouterr().err
     assert not run_dir.exists()
-    assert traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), "--llm-base-url", url]) == 2
+    assert traj_main(["run", str(write_tools(tmp_path)), "--out", str(run_dir), "--base-url", url]) == 2
     assert "cannot connect" in capsys.readouterr().err and not run_dir.exists()
 
 
@@ -135,22 +135,22 @@ def test_a_missing_model_name_is_a_usage_error_listing_the_served_models(tmp_pat
     with serve_in_thread(_refuses_every_request, models=["Qwen3-32B"]) as url:
         argv = [
             "decompose",
-            "--run-dir",
+            "--out",
             str(tmp_path / "r"),
             "--mode",
             "domain",
             "--input",
             str(write_domains(tmp_path)),
         ]
-        assert env_main([*argv, "--llm-base-url", url]) == 2
-    assert "error: --llm-model is required; " in capsys.readouterr().err
+        assert env_main([*argv, "--base-url", url]) == 2
+    assert "error: --model is required; " in capsys.readouterr().err
 
 
 def test_every_llm_call_failing_exits_1_with_the_first_error_on_the_console(tmp_path, capsys):
     with serve_in_thread(_refuses_every_request, models=["m"]) as url:
-        llm = ["--llm-base-url", url, "--llm-model", "m", "--llm-no-cache", "-q"]
+        llm = ["--base-url", url, "--model", "m", "--no-cache", "-q"]
         run_dir = tmp_path / "env"
-        argv = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
+        argv = ["decompose", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
         assert env_main([*argv, *llm]) == 1
         out, err = capsys.readouterr()
         assert "env.decompose: 3 processed (0 ok, 0 rejected, 3 error)" in out
@@ -158,7 +158,7 @@ def test_every_llm_call_failing_exits_1_with_the_first_error_on_the_console(tmp_
         assert "error: 3 records errored" in err
 
         run_dir = tmp_path / "traj"
-        assert traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *llm]) == 1
+        assert traj_main(["run", str(write_tools(tmp_path)), "--out", str(run_dir), *llm]) == 1
         out, err = capsys.readouterr()
         assert "first error: record " in out and "HTTP 400" in out
         assert "records errored" in err and "no trajectory was kept" in err
@@ -166,7 +166,7 @@ def test_every_llm_call_failing_exits_1_with_the_first_error_on_the_console(tmp_
 
 def test_an_env_run_that_produced_no_environment_exits_1_saying_where_to_look(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
+    argv = ["run", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
     assert env_main([*argv, "--allow-scripted", "--min-quality", "2"]) == 1  # no score reaches 2
     out, err = capsys.readouterr()
     assert "env.select: 3 processed (0 ok, 3 rejected, 0 error)" in out
@@ -177,30 +177,30 @@ def test_empty_input_and_bad_run_dirs_end_in_one_line_and_create_nothing(tmp_pat
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     run_dir = tmp_path / "run"
-    assert env_main(["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(empty), *ENV_DRY]) == 2
+    assert env_main(["run", "--out", str(run_dir), "--mode", "domain", "--input", str(empty), *ENV_DRY]) == 2
     assert "no domain inputs; the file is empty" in capsys.readouterr().err and not run_dir.exists()
     typo = tmp_path / "typo"
-    assert env_main(["report", "--run-dir", str(typo)]) == 2
-    assert env_main(["necessity", "--run-dir", str(typo), *ENV_DRY]) == 2
-    assert traj_main(["funnel", "--run-dir", str(typo)]) == 2
-    assert traj_main(["chains", "--run-dir", str(typo)]) == 2
+    assert env_main(["report", "--out", str(typo)]) == 2
+    assert env_main(["necessity", "--out", str(typo), *ENV_DRY]) == 2
+    assert traj_main(["funnel", "--out", str(typo)]) == 2
+    assert traj_main(["chains", "--out", str(typo)]) == 2
     err = capsys.readouterr().err
-    assert err.count(f"--run-dir {typo}") == 4 and "Traceback" not in err
+    assert err.count(f"--out {typo}") == 4 and "Traceback" not in err
     assert not typo.exists()
 
 
 @pytest.mark.parametrize(
     "pipeline,extra,said",
     [
-        ("traj", ["--llm-responder", "nope"], "error: --llm-responder must be MODULE:FUNCTION"),
+        ("traj", ["--responder", "nope"], "error: --responder must be MODULE:FUNCTION"),
         (
             "traj",
             [*TRAJ_DRY, "--judge-responder", "no_such_mod:f"],
             "error: --judge-responder no_such_mod:f: No module",
         ),
         ("traj", [*TRAJ_DRY, "--agent-extra-body", "{x"], "error: --agent-extra-body is not JSON"),
-        ("env", ["--llm-responder", "data_synth.env.canned:nothere", "-q"], "error: --llm-responder data_synth.env"),
-        ("env", ["--llm-scripted", "missing.json", "-q"], "error: --llm-scripted missing.json: No such file"),
+        ("env", ["--responder", "data_synth.env.canned:nothere", "-q"], "error: --responder data_synth.env"),
+        ("env", ["--scripted", "missing.json", "-q"], "error: --scripted missing.json: No such file"),
     ],
 )
 def test_a_bad_dry_run_flag_is_a_usage_error_naming_the_flag_before_anything_is_written(
@@ -208,9 +208,9 @@ def test_a_bad_dry_run_flag_is_a_usage_error_naming_the_flag_before_anything_is_
 ):
     run_dir = tmp_path / "run"
     if pipeline == "traj":
-        code = traj_main(["run", str(write_tools(tmp_path)), "--run-dir", str(run_dir), *extra])
+        code = traj_main(["run", str(write_tools(tmp_path)), "--out", str(run_dir), *extra])
     else:
-        code = env_main(["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *extra])  # fmt: skip
+        code = env_main(["decompose", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *extra])  # fmt: skip
     err = capsys.readouterr().err
     assert code == 2 and said in err and "Traceback" not in err, err
     assert not run_dir.exists()
@@ -218,28 +218,28 @@ def test_a_bad_dry_run_flag_is_a_usage_error_naming_the_flag_before_anything_is_
 
 def test_a_dry_env_run_that_could_not_publish_is_refused_before_it_runs(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    argv = ["run", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
+    argv = ["run", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path)), *ENV_DRY]
     assert env_main(argv) == 2
     assert "add --allow-scripted" in capsys.readouterr().err and not run_dir.exists()
 
 
 def test_a_traj_run_whose_every_input_is_missing_is_a_usage_error(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    assert traj_main(["run", str(tmp_path / "typo.json"), "--run-dir", str(run_dir), *TRAJ_DRY]) == 2
+    assert traj_main(["run", str(tmp_path / "typo.json"), "--out", str(run_dir), *TRAJ_DRY]) == 2
     assert "typo.json: no such file or folder" in capsys.readouterr().err and not run_dir.exists()
 
 
 def test_a_run_directory_of_the_other_pipeline_is_refused_even_by_read_only_commands(tmp_path, capsys):
     env_dir, traj_dir = tmp_path / "env", tmp_path / "traj"
     domains = str(write_domains(tmp_path))
-    assert env_main(["decompose", "--run-dir", str(env_dir), "--mode", "domain", "--input", domains, *ENV_DRY]) == 0
-    assert traj_main(["ingest", str(write_tools(tmp_path)), "--run-dir", str(traj_dir), "-q"]) == 0
+    assert env_main(["decompose", "--out", str(env_dir), "--mode", "domain", "--input", domains, *ENV_DRY]) == 0
+    assert traj_main(["ingest", str(write_tools(tmp_path)), "--out", str(traj_dir), "-q"]) == 0
     (traj_dir / "report").mkdir()
     (traj_dir / "report" / "report.md").write_text("the traj report")
     capsys.readouterr()
-    assert env_main(["report", "--run-dir", str(traj_dir)]) == 2  # it overwrote the traj run's report
-    assert traj_main(["funnel", "--run-dir", str(env_dir)]) == 2  # it printed a funnel of zeros
-    assert env_main(["necessity", "--run-dir", str(traj_dir), *ENV_DRY]) == 2
+    assert env_main(["report", "--out", str(traj_dir)]) == 2  # it overwrote the traj run's report
+    assert traj_main(["funnel", "--out", str(env_dir)]) == 2  # it printed a funnel of zeros
+    assert env_main(["necessity", "--out", str(traj_dir), *ENV_DRY]) == 2
     err = capsys.readouterr().err
     assert err.count("is a run directory of the") == 3 and "Traceback" not in err
     assert (traj_dir / "report" / "report.md").read_text() == "the traj report"
@@ -248,7 +248,7 @@ def test_a_run_directory_of_the_other_pipeline_is_refused_even_by_read_only_comm
 def test_a_corrupt_input_line_is_rejected_alone_and_the_exit_is_1(tmp_path, capsys):
     run_dir = tmp_path / "env"
     domains = write_domains(tmp_path, "{not json")
-    argv = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(domains), *ENV_DRY]
+    argv = ["decompose", "--out", str(run_dir), "--mode", "domain", "--input", str(domains), *ENV_DRY]
     assert env_main(argv) == 1
     out, err = capsys.readouterr()
     assert "rejected input line" in out and "domains.jsonl:4: not JSON" in out
@@ -257,7 +257,7 @@ def test_a_corrupt_input_line_is_rejected_alone_and_the_exit_is_1(tmp_path, caps
     tools = tmp_path / "tools.jsonl"  # an OpenAI tool list as JSONL, one tool a line, one line broken
     tools.write_text("\n".join(json.dumps(t) for t in json.loads(write_tools(tmp_path).read_text())) + "\n{oops\n")
     run_dir = tmp_path / "traj"
-    assert traj_main(["ingest", str(tools), "--run-dir", str(run_dir), "-q"]) == 1
+    assert traj_main(["ingest", str(tools), "--out", str(run_dir), "-q"]) == 1
     out, err = capsys.readouterr()
     assert "line 5 is not JSON" in out and "could not be read" in err
     ok = [e for e in read_envelopes(run_dir, "traj.ingest").values() if e.status == "ok"]
@@ -270,7 +270,7 @@ def test_a_corrupt_input_line_is_rejected_alone_and_the_exit_is_1(tmp_path, caps
 def test_a_rerun_with_other_settings_is_refused_unless_forced(tmp_path, capsys):
     run_dir = tmp_path / "run"
     domains = write_domains(tmp_path)
-    base = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(domains), *ENV_DRY]
+    base = ["decompose", "--out", str(run_dir), "--mode", "domain", "--input", str(domains), *ENV_DRY]
     assert env_main(base) == 0
     assert env_main([*base, "--limit", "2"]) == 0  # selecting records is not a setting
     before = (run_dir / "env.decompose.jsonl").read_bytes()
@@ -293,7 +293,7 @@ def test_a_rerun_with_other_settings_is_refused_unless_forced(tmp_path, capsys):
 
 def test_redo_starts_a_step_afresh_and_keeps_the_old_records(tmp_path, capsys):
     run_dir = tmp_path / "run"
-    base = ["decompose", "--run-dir", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
+    base = ["decompose", "--out", str(run_dir), "--mode", "domain", "--input", str(write_domains(tmp_path))]
     assert env_main([*base, *ENV_DRY]) == 0
     assert env_main([*base, "--samples", "2", "--redo", *ENV_DRY]) == 0
     out = capsys.readouterr().out
@@ -305,7 +305,7 @@ def test_redo_starts_a_step_afresh_and_keeps_the_old_records(tmp_path, capsys):
 def test_retry_rejected_reads_a_tool_doc_that_appeared_since(tmp_path, capsys):
     run_dir = tmp_path / "run"
     later = tmp_path / "later.json"
-    argv = ["ingest", str(write_tools(tmp_path)), str(later), "--run-dir", str(run_dir), "-q"]
+    argv = ["ingest", str(write_tools(tmp_path)), str(later), "--out", str(run_dir), "-q"]
     assert traj_main(argv) == 1  # a named input that does not exist: rejected, and said so
     assert "later.json" in capsys.readouterr().out
     later.write_text(json.dumps([_tool(n, f"the {n} operation", x="string") for n in ("a_op", "b_op", "c_op")]))
@@ -319,18 +319,23 @@ def test_retry_rejected_reads_a_tool_doc_that_appeared_since(tmp_path, capsys):
 def test_judges_run_at_temperature_0_unless_told_and_an_empty_folder_is_no_input(tmp_path, capsys):
     import yaml
 
+    from data_synth.traj.cli import build_parser
+    from data_synth.traj.commands import load_config
+
     tools = str(write_tools(tmp_path))
+    run_dir = tmp_path / "t"
+    assert traj_main(["ingest", tools, "--out", str(run_dir), "-q"]) == 0  # a step without a judge records 0
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["judge"]["temperature"] == 0.0
     for extra, want in (([], 0.0), (["--judge-temperature", "0.3"], 0.3)):
-        run_dir = tmp_path / f"t{want}"
-        assert traj_main(["ingest", tools, "--run-dir", str(run_dir), "-q", *extra]) == 0
-        assert yaml.safe_load((run_dir / "config.yaml").read_text())["judge"]["temperature"] == want
+        args = build_parser().parse_args(["judge", "--out", str(run_dir), *extra])
+        assert load_config(args).judge.temperature == want
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert traj_main(["ingest", str(empty), "--run-dir", str(tmp_path / "e"), "-q"]) == 2
+    assert traj_main(["ingest", str(empty), "--out", str(tmp_path / "e"), "-q"]) == 2
     assert "no tool-doc file in" in capsys.readouterr().err and not (tmp_path / "e").exists()
 
 
-@pytest.mark.parametrize("argv", [["env", "run", "--help"], ["traj", "--help"]])
+@pytest.mark.parametrize("argv", [["env", "run", "--help"], ["traj", "run", "--help"]])
 def test_both_pipelines_speak_the_same_flags(argv, capsys):
     from data_synth.__main__ import main
 

@@ -37,8 +37,8 @@ time.sleep(600)
 
 def _cmd(run_dir, responder, *extra, allow_scripted=True):
     return [
-        sys.executable, "-m", "data_synth", "env", "run", "--run-dir", str(run_dir), "--mode", "domain",
-        "--sample", "--llm-responder", responder, "--percentile", "0", "--quiet", "--sandbox-workers", "1",
+        sys.executable, "-m", "data_synth", "env", "run", "--out", str(run_dir), "--mode", "domain",
+        "--sample", "--responder", responder, "--percentile", "0", "--quiet", "--sandbox-workers", "1",
         *(["--allow-scripted"] if allow_scripted else []), *extra,
     ]  # fmt: skip
 
@@ -47,9 +47,7 @@ def test_dry_run_end_to_end(tmp_path):
     """The bundled sample domains through every step with canned replies; what a dry run makes is
     marked scripted and goes into a store only with --allow-scripted."""
     run_dir = tmp_path / "run"
-    dry = _cmd(
-        run_dir, "data_synth.env.canned:respond", "--limit", "8", "--llm-model", "Qwen3-32B", allow_scripted=False
-    )
+    dry = _cmd(run_dir, "data_synth.env.canned:respond", "--limit", "8", "--model", "Qwen3-32B", allow_scripted=False)
     refused = subprocess.run(dry, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert refused.returncode == 2 and "add --allow-scripted" in refused.stderr, refused.stderr[-3000:]
     assert "(data_synth.env.canned:respond answers, not a model)" in refused.stderr
@@ -57,7 +55,7 @@ def test_dry_run_end_to_end(tmp_path):
     r = subprocess.run([*dry, "--allow-scripted"], capture_output=True, text=True, cwd=REPO, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "env.publish" in r.stdout
-    publish = [sys.executable, "-m", "data_synth", "env", "publish", "--run-dir", str(run_dir)]
+    publish = [sys.executable, "-m", "data_synth", "env", "publish", "--out", str(run_dir)]
     refused = subprocess.run(publish, capture_output=True, text=True, cwd=REPO, timeout=300)
     assert refused.returncode == 2 and "data_synth.env.canned:respond answered, not a model" in refused.stderr
     # A store held by another writer: one line naming the store and the holder, exit 2, no traceback.
@@ -82,7 +80,7 @@ def test_dry_run_end_to_end(tmp_path):
     rows += pq.read_table(run_dir / "parquet/mix_none/val.parquet").num_rows
     assert rows == 8
     r = subprocess.run(
-        [sys.executable, "-m", "data_synth", "env", "report", "--run-dir", str(run_dir)],
+        [sys.executable, "-m", "data_synth", "env", "report", "--out", str(run_dir)],
         capture_output=True, text=True, cwd=REPO, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0 and "report:" in r.stdout, r.stderr[-3000:]
@@ -95,16 +93,16 @@ def test_dry_run_end_to_end(tmp_path):
 
 def test_bad_arguments_say_what_is_wrong(tmp_path):
     r = subprocess.run(
-        [sys.executable, "-m", "data_synth", "env", "decompose", "--run-dir", str(tmp_path), "--mode", "context",
-         "--input", str(tmp_path / "missing.jsonl"), "--llm-responder", "data_synth.env.canned:respond"],
+        [sys.executable, "-m", "data_synth", "env", "decompose", "--out", str(tmp_path), "--mode", "context",
+         "--input", str(tmp_path / "missing.jsonl"), "--responder", "data_synth.env.canned:respond"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     assert r.returncode == 2 and "does not exist" in r.stderr
     r = subprocess.run(
-        [sys.executable, "-m", "data_synth", "env", "necessity", "--run-dir", str(tmp_path)],
+        [sys.executable, "-m", "data_synth", "env", "necessity", "--out", str(tmp_path)],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
-    assert r.returncode != 0 and "--llm-base-url" in (r.stderr + r.stdout)
+    assert r.returncode != 0 and "--base-url" in (r.stderr + r.stdout)
 
 
 def _snapshot(run_dir):

@@ -13,7 +13,7 @@ from data_synth.env.cli import build_parser, load_settings
 from data_synth.env.cli import main as env_main
 from data_synth.env.config import EnvConfig
 
-ENV_DRY = ["--llm-responder", "data_synth.env.canned:respond", "-q"]
+ENV_DRY = ["--responder", "data_synth.env.canned:respond", "-q"]
 
 
 def _domains(folder):
@@ -27,7 +27,7 @@ def _settings(run_dir):
 
 
 def test_defaults_equal_the_flags_documented_defaults():
-    cfg = load_settings(build_parser().parse_args(["run", "--run-dir", "x"]))
+    cfg = load_settings(build_parser().parse_args(["run", "--out", "x"]))
     assert cfg == EnvConfig()
     assert (cfg.verify.percentile, cfg.tools.outer_retries, cfg.merge.retries, cfg.concurrency) == (90.0, 15, 20, 64)
     assert cfg.tools.complexity_scaling and cfg.publish.export and not cfg.publish.allow_scripted
@@ -45,7 +45,7 @@ def test_a_flag_given_wins_over_the_file_and_a_flag_left_out_keeps_it(tmp_path):
             }
         )
     )
-    argv = ["run", "--run-dir", "x", "--config", str(path), "--percentile", "70", "--no-complexity-scaling"]
+    argv = ["run", "--out", "x", "--config", str(path), "--percentile", "70", "--no-complexity-scaling"]
     cfg = load_settings(build_parser().parse_args([*argv, "--no-export", "--store", str(tmp_path / "s")]))
     assert cfg.verify.percentile == 70.0 and cfg.verify.min_quality == 0.2  # flag given / file kept
     assert cfg.tools.inner_retries == 2 and cfg.tools.complexity_scaling is False
@@ -64,7 +64,7 @@ def test_a_flag_given_wins_over_the_file_and_a_flag_left_out_keeps_it(tmp_path):
 def test_a_bad_config_file_is_one_line_and_exit_2_naming_the_key(tmp_path, capsys, raw, words):
     path = tmp_path / "env.yaml"
     path.write_text(yaml.safe_dump(raw))
-    argv = ["decompose", "--run-dir", str(tmp_path / "run"), "--config", str(path), "--mode", "domain"]
+    argv = ["decompose", "--out", str(tmp_path / "run"), "--config", str(path), "--mode", "domain"]
     assert env_main([*argv, "--input", str(_domains(tmp_path)), *ENV_DRY]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: settings: {path}") and all(w in err for w in words), err
@@ -75,22 +75,22 @@ def test_the_file_and_the_same_flags_record_the_same_settings_and_resume_each_ot
     domains = _domains(tmp_path)
     by_flags, by_file = tmp_path / "flags", tmp_path / "file"
     seed_flags = ["--mode", "domain", "--input", str(domains), "--samples", "2", "--hops", "2..3"]
-    assert env_main(["decompose", "--run-dir", str(by_flags), *seed_flags, *ENV_DRY]) == 0
-    assert env_main(["necessity", "--run-dir", str(by_flags), "--judge-temperature", "0.3", *ENV_DRY]) == 0
+    assert env_main(["decompose", "--out", str(by_flags), *seed_flags, *ENV_DRY]) == 0
+    assert env_main(["necessity", "--out", str(by_flags), "--judge-temperature", "0.3", *ENV_DRY]) == 0
     config = tmp_path / "env.yaml"
     seeds = {"mode": "domain", "input": str(domains), "samples": 2, "hops": "2..3"}
     config.write_text(yaml.safe_dump({"seeds": seeds, "judge": {"temperature": 0.3}}))
     for command in ("decompose", "necessity"):
-        assert env_main([command, "--run-dir", str(by_file), "--config", str(config), *ENV_DRY]) == 0
+        assert env_main([command, "--out", str(by_file), "--config", str(config), *ENV_DRY]) == 0
     assert _settings(by_flags) == _settings(by_file)
     assert _settings(by_file)["env.decompose"]["samples"] == 2
     assert _settings(by_file)["env.necessity"]["judge_temperature"] == 0.3
     capsys.readouterr()
     # The run made with flags continues with the file: nothing redone, nothing refused.
     for command in ("decompose", "necessity"):
-        assert env_main([command, "--run-dir", str(by_flags), "--config", str(config), *ENV_DRY]) == 0
+        assert env_main([command, "--out", str(by_flags), "--config", str(config), *ENV_DRY]) == 0
         assert f"env.{command}: 0 processed (0 ok, 0 rejected, 0 error), 4 already done" in capsys.readouterr().out
     # Another value in the file is refused like another flag would be.
     config.write_text(yaml.safe_dump({"seeds": {**seeds, "samples": 3}}))
-    assert env_main(["decompose", "--run-dir", str(by_flags), "--config", str(config), *ENV_DRY]) == 2
+    assert env_main(["decompose", "--out", str(by_flags), "--config", str(config), *ENV_DRY]) == 2
     assert "samples: 2 -> 3" in capsys.readouterr().err

@@ -35,7 +35,7 @@ def test_a_server_that_is_down_fails_at_once_naming_the_url_and_the_flag():
     with pytest.raises(PreflightError) as e:
         preflight(LLMConfig(base_urls=[url], model="m"))
     assert time.monotonic() - t0 < 5  # no retries: the client would spend a minute on each record
-    assert f"{url}/models: cannot connect" in str(e.value) and "--llm-base-url" in str(e.value)
+    assert f"{url}/models: cannot connect" in str(e.value) and "--base-url" in str(e.value)
 
 
 def test_a_missing_model_name_lists_what_the_server_serves():
@@ -48,7 +48,7 @@ def test_a_missing_model_name_lists_what_the_server_serves():
 
 def test_a_url_without_v1_is_named_as_such():
     with serve_in_thread(_answer) as url:
-        with pytest.raises(PreflightError, match="HTTP 404; --llm-base-url must be the OpenAI-compatible base URL"):
+        with pytest.raises(PreflightError, match="HTTP 404; --base-url must be the OpenAI-compatible base URL"):
             preflight(LLMConfig(base_urls=[url.removesuffix("/v1")], model="fake"))
 
 
@@ -70,11 +70,11 @@ def test_scripted_backends_are_loaded_not_reached_and_no_endpoint_is_an_error(tm
     preflight(LLMConfig(responder="data_synth.env.canned:respond"))
     with pytest.raises(LLMSettingsError, match="--judge-responder data_synth.env.canned:nope: module"):
         preflight(LLMConfig(responder="data_synth.env.canned:nope"), flags=LLMFlags("judge"))
-    with pytest.raises(LLMSettingsError, match="--llm-responder data_synth.env.canned:__name__: str is not callable"):
+    with pytest.raises(LLMSettingsError, match="--responder data_synth.env.canned:__name__: str is not callable"):
         preflight(LLMConfig(responder="data_synth.env.canned:__name__"))
     rules = tmp_path / "rules.jsonl"
     rules.write_text('{"match": "x"}\n{oops\n')
-    with pytest.raises(PreflightError, match=r"--llm-scripted .*rules.jsonl: .*rules.jsonl:2: not JSON"):
+    with pytest.raises(PreflightError, match=r"--scripted .*rules.jsonl: .*rules.jsonl:2: not JSON"):
         preflight(LLMConfig(scripted=str(rules)))
-    with pytest.raises(PreflightError, match="no LLM endpoint: pass --llm-base-url"):
+    with pytest.raises(PreflightError, match="no LLM endpoint: pass --base-url"):
         preflight(LLMConfig(model="m"))

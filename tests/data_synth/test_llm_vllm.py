@@ -69,7 +69,7 @@ def env_cli(step: str, run_dir: Path, *args: str, llm: list[str], may_publish_no
     `may_publish_nothing` a `run` may end with no environment (exit 1 saying so): a 135M model's
     output is often rejected at the first step."""
     proc = subprocess.run(
-        [sys.executable, "-m", "data_synth", "env", step, "--run-dir", str(run_dir), "--quiet", *llm, *args],
+        [sys.executable, "-m", "data_synth", "env", step, "--out", str(run_dir), "--quiet", *llm, *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -119,8 +119,8 @@ def test_real_model_replies_are_parsed_judged_and_cached(smollm2_server, tmp_pat
 
 
 def test_synthesis_funnel_of_a_real_135m_model(smollm2_server, tmp_path):
-    llm = ["--llm-base-url", smollm2_server, "--llm-model", "smollm2", "--llm-max-tokens", str(MAX_TOKENS),
-           "--llm-timeout", "600", "--concurrency", "8"]  # fmt: skip
+    llm = ["--base-url", smollm2_server, "--model", "smollm2", "--max-tokens", str(MAX_TOKENS),
+           "--timeout", "600", "--concurrency", "8"]  # fmt: skip
     domains = tmp_path / "domains.jsonl"
     domains.write_text("".join(json.dumps({"domain": d, "knowledge_corpus": ""}) + "\n" for d in DOMAINS))
     seeds = ["--mode", "domain", "--input", str(domains)]
@@ -134,7 +134,7 @@ def test_synthesis_funnel_of_a_real_135m_model(smollm2_server, tmp_path):
     # step by step: each step on the canned stand-in's valid outputs of the step before
     canned = tmp_path / "canned"
     env_cli("run", canned, *seeds, "--percentile", "0", "--no-export", "--allow-scripted",
-            llm=["--llm-responder", "data_synth.env.canned:respond"])  # fmt: skip
+            llm=["--responder", "data_synth.env.canned:respond"])  # fmt: skip
     rows = []
     for step, (reads, args) in PER_STEP.items():
         run_dir = tmp_path / f"step-{step}"

@@ -315,7 +315,7 @@ def test_cli_help_and_schema_only_graph(tmp_path):
     run_dir = tmp_path / "run"
     base = [sys.executable, "-m", "data_synth", "traj"]
     r = subprocess.run(
-        [*base, "ingest", str(inputs), "--run-dir", str(run_dir), "-q"],
+        [*base, "ingest", str(inputs), "--out", str(run_dir), "-q"],
         capture_output=True,
         text=True,
         env=env,
@@ -325,7 +325,7 @@ def test_cli_help_and_schema_only_graph(tmp_path):
         [
             *base,
             "graph",
-            "--run-dir",
+            "--out",
             str(run_dir),
             "--set",
             "propose.samples=0",
@@ -344,9 +344,9 @@ def test_cli_help_and_schema_only_graph(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (run_dir / "graphs" / "crm.png").exists() and (run_dir / "graphs.graphml").exists()
     assert "no graph for that server" in r.stdout
-    r = subprocess.run([*base, "verify", "--run-dir", str(run_dir)], capture_output=True, text=True, env=env)
+    r = subprocess.run([*base, "verify", "--out", str(run_dir)], capture_output=True, text=True, env=env)
     assert r.returncode != 0 and "needs an LLM" in r.stderr
     r = subprocess.run(
-        [*base, "chains", "--run-dir", str(run_dir), "--set", "chains.bogus=1"], capture_output=True, text=True, env=env
+        [*base, "chains", "--out", str(run_dir), "--set", "chains.bogus=1"], capture_output=True, text=True, env=env
     )
     assert r.returncode != 0 and "unknown keys ['bogus']" in r.stderr

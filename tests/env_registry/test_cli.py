@@ -166,11 +166,11 @@ def test_a_missing_input_or_tokenizer_is_named_as_missing_and_never_looked_up_on
 
 
 def test_interrupt_says_how_to_continue(tmp_path, capsys, monkeypatch):
-    import env_registry.cli as cli
+    import env_registry.commands.stats as stats
 
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_stats", interrupted)
+    monkeypatch.setattr(stats, "cmd_stats", interrupted)
     assert main(["--store", str(tmp_path), "stats"]) == 130
     assert "interrupted: finished work is saved; rerun the same command to continue" in capsys.readouterr().err

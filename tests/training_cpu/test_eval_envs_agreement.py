@@ -22,7 +22,7 @@ LIMITS = ["data.max_prompt_length=1536", "data.max_response_length=256"]
 
 
 def eval_envs(data: Path, model: Path, out: Path, *extra: str) -> list[str]:
-    overrides = [a for o in LIMITS for a in ("--override", o)]
+    overrides = [a for o in LIMITS for a in ("--set", o)]
     return [sys.executable, "-m", "astra_verl.eval", "envs", "--data", str(data), "--model-path", str(model),
             "--out", str(out), *overrides, *extra]  # fmt: skip
 

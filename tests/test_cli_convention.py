@@ -1,0 +1,189 @@
+"""The command-line convention (docs/cli.md), checked on every command line's `--help`: an endpoint
+is `--base-url/--model` (a second one `--<name>-base-url/--<name>-model`), declared by
+`add_llm_arguments`; no `--run-dir`, `--override` or `--llm-*` spelling is left; and a `UserError`
+raised inside a command is one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from astra_foundation.clikit import EXIT_USAGE, run_cli
+from astra_foundation.errors import UserError
+
+
+def _main(cli: str):
+    if cli == "data_synth":
+        from data_synth.__main__ import main
+    elif cli == "env_registry":
+        from env_registry.cli import main
+    elif cli == "astra_verl.eval":
+        from astra_verl.eval.cli import main
+    elif cli == "astra_verl.models":
+        from astra_verl.models.cli import main
+    else:
+        from astra_verl.inspect.cli import main
+    return main
+
+
+def _help(argv: list[str], capsys) -> str:
+    cli, rest = argv[0], argv[1:]
+    with pytest.raises(SystemExit) as exit_:
+        _main(cli)([*rest, "--help"])
+    assert exit_.value.code in (0, None)
+    return capsys.readouterr().out
+
+
+def _subcommands(text: str) -> list[str]:
+    """The subcommands a `--help` lists (argparse indents each by 4 under its metavar)."""
+    return re.findall(r"^    ([a-z][\w-]*)(?:\s{2,}|$)", text, flags=re.M)
+
+
+# Each command line and the subcommands that must be there (the check runs on every one listed).
+ROOTS = {
+    ("data_synth", "env"): {"run", "decompose", "publish", "report"},
+    ("data_synth", "traj"): {"run", "ingest", "graph", "interact", "judge", "export", "funnel", "import-astra"},
+    ("env_registry",): {"generate", "add", "import-astra", "recover-calls", "export-parquet", "stats"},
+    ("astra_verl.eval",): {"envs", "bfcl", "bfcl-single", "bfcl-export", "bfcl-replay", "tau", "tau-export"},
+    ("astra_verl.models",): {"smollm2"},
+}
+# Subcommands that talk to an endpoint: they take `--base-url` (or only the user model's).
+ENDPOINT = {
+    ("data_synth", "env", "run"),
+    ("data_synth", "env", "decompose"),
+    ("data_synth", "traj", "run"),
+    ("data_synth", "traj", "graph"),
+    ("data_synth", "traj", "interact"),
+    ("env_registry", "import-astra"),
+    ("env_registry", "recover-calls"),
+    ("astra_verl.eval", "bfcl"),
+    ("astra_verl.eval", "bfcl-single"),
+    ("astra_verl.eval", "envs"),
+    ("astra_verl.eval", "tau"),
+}
+SECOND = {("data_synth", "traj", "run"): ("agent", "judge"), ("astra_verl.eval", "tau"): ("user",)}
+SECOND |= {("data_synth", "traj", "judge"): ("judge",), ("astra_verl.eval", "tau-export"): ("user",)}
+OLD = ("--run-dir", "--override", "--llm-")
+KNOB_HELP = "OpenAI-compatible base URL(s)"  # add_llm_arguments' words: the flag was not declared by hand
+
+
+def _every_command(capsys) -> dict[tuple[str, ...], str]:
+    helps = {("astra_verl.inspect",): _help(["astra_verl.inspect"], capsys)}
+    for root, must in ROOTS.items():
+        top = _help(list(root), capsys)
+        helps[root] = top
+        listed = set(_subcommands(top))
+        assert must <= listed, f"{' '.join(root)} --help lists {sorted(listed)}"
+        for name in sorted(listed):
+            helps[(*root, name)] = _help([*root, name], capsys)
+    return helps
+
+
+def test_every_command_line_spells_the_endpoint_output_and_overrides_one_way(capsys):
+    helps = _every_command(capsys)
+    assert len(helps) > 30
+    for argv, text in helps.items():
+        where = " ".join(argv)
+        for old in OLD:
+            assert old not in text, f"{where} --help still says {old}"
+        prefixes = set(re.findall(r"--(?:([a-z]+)-)?base-url\b", text))
+        for prefix in prefixes:
+            model = f"--{prefix}-model" if prefix else "--model"
+            assert model in text, f"{where}: {prefix or 'the'} endpoint has no {model}"
+        if argv in ENDPOINT:
+            assert "--base-url" in text and KNOB_HELP in text, (
+                f"{where} takes an endpoint: --base-url from add_llm_arguments"
+            )
+        for name in SECOND.get(argv, ()):
+            assert f"--{name}-base-url" in text and f"--{name}-model" in text, f"{where}: --{name}-base-url"
+
+
+def test_the_endpoint_flags_are_declared_once(capsys):
+    """The same knobs with the same help wherever the whole client is taken (synthesis and evaluation)."""
+    helps = _every_command(capsys)
+
+    def knobs(text: str) -> set[str]:
+        return set(
+            re.findall(
+                r"^  (--(?:base-url|model|api-key-env|timeout|retries|max-tokens|extra-body|no-cache)\b)", text, re.M
+            )
+        )
+
+    synthesis = knobs(helps[("data_synth", "traj", "run")])
+    evaluation = knobs(helps[("astra_verl.eval", "bfcl")])
+    assert (
+        synthesis
+        == evaluation
+        == {
+            "--base-url",
+            "--model",
+            "--api-key-env",
+            "--timeout",
+            "--retries",
+            "--max-tokens",
+            "--extra-body",
+            "--no-cache",
+        }
+    )
+
+
+class _Locked(UserError):
+    pass
+
+
+def test_a_user_error_raised_inside_a_command_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    import env_registry.commands.stats as stats
+    from env_registry.cli import main
+
+    def refuses(args):
+        raise _Locked(f"{args.store}: held by pid 4242; wait for it or stop it")
+
+    monkeypatch.setattr(stats, "cmd_stats", refuses)
+    assert main(["--store", str(tmp_path), "stats"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"error: {tmp_path}: held by pid 4242; wait for it or stop it"]
+
+
+def test_the_runner_catches_every_user_error_by_type_and_nothing_else(capsys):
+    from env_registry.store import StoreLocked
+
+    def raise_(exc: BaseException):
+        def command() -> int:
+            raise exc
+
+        return command
+
+    assert run_cli(raise_(StoreLocked("envs is open for writing by pid 7"))) == EXIT_USAGE
+    assert capsys.readouterr().err == "error: envs is open for writing by pid 7\n"
+    with pytest.raises(RuntimeError):  # a bug keeps its traceback
+        run_cli(raise_(RuntimeError("a bug")))
+
+
+def test_one_helper_declares_an_endpoint_a_second_one_and_a_subset(monkeypatch):
+    import argparse
+
+    from astra_foundation.llm.config import ENDPOINT, LLMConfig, LLMSettingsError, add_llm_arguments
+
+    monkeypatch.setenv("ASTRA_LLM_MODEL", "from-env")
+    p = argparse.ArgumentParser()
+    p.add_argument("--concurrency", type=int, default=64, help="records in flight")  # the command's own
+    add_llm_arguments(p)
+    add_llm_arguments(p, "judge", temperature=0.0, from_env=False)
+    args = p.parse_args(["--base-url", "http://a/v1, http://b/v1", "--judge-model", "j", "--extra-body", '{"x": 1}'])
+    cfg = LLMConfig.from_args(args)
+    assert (cfg.base_urls, cfg.model, cfg.extra_body) == (["http://a/v1", "http://b/v1"], "from-env", {"x": 1})
+    assert cfg.max_concurrency == 64  # the command's --concurrency serves the client too
+    judge = LLMConfig.from_args(args, "judge")
+    assert (judge.model, judge.temperature, judge.max_concurrency, judge.base_urls) == ("j", 0.0, 32, [])
+
+    subset = argparse.ArgumentParser()
+    add_llm_arguments(subset, only=ENDPOINT, from_env=False)
+    assert LLMConfig.from_args(subset.parse_args(["--model", "m"])) == LLMConfig(model="m")  # the rest: defaults
+    with pytest.raises(SystemExit):
+        subset.parse_args(["--timeout", "3"])  # not taken here
+
+    bad = p.parse_args(["--extra-body", "{x"])
+    with pytest.raises(LLMSettingsError, match="--extra-body is not JSON") as e:
+        LLMConfig.from_args(bad)
+    assert isinstance(e.value, UserError)
