@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astra_foundation.llm.types import ToolCall
+from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord, CallStatus
-from astra_verl.eval.bfcl_score import CallStyle, step_calls
 from astra_verl.eval.chat_rollout import parsed_call
 from astra_verl.rollout.call_parsing import BfclQwenCalls, ParsedCall
 

@@ -19,9 +19,15 @@ from pathlib import Path
 import pytest
 
 from astra_foundation.llm import LLMClient, ScriptedBackend
+from astra_verl.benchmarks.bfcl_score import (
+    BfclScoringError,
+    CallStyle,
+    score_episode,
+    step_calls,
+    trainer_sandbox_config,
+)
 from astra_verl.calls.call_log import CallRecord, CallStatus, EpisodeLog
 from astra_verl.eval import bfcl_replay
-from astra_verl.eval.bfcl_score import BfclScoringError, CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.context import worker_context
@@ -65,7 +71,7 @@ def test_a_prompt_step_read_by_another_parser_is_not_scored_as_bfcl():
 
 
 def test_an_episode_recorded_without_a_call_style_cannot_be_scored():
-    from astra_verl.eval.bfcl_score import decode_episode
+    from astra_verl.benchmarks.bfcl_score import decode_episode
 
     log = EpisodeLog(env_id="e", hook="bfcl_multi_turn", hook_state={"turn_starts": [1]})
     with pytest.raises(BfclScoringError, match="call_style None"):

@@ -14,8 +14,8 @@ import pytest
 from taukit import require_tau_bench
 
 from astra_foundation.sandbox import SandboxPool
+from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import CallStatus, EpisodeLog, Termination
-from astra_verl.eval.tau_reward import parse_target, score_episode
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 
 DOMAIN, SPLIT, INDEX = "retail", "test", 19  # 7 gold actions (reads, then a return) and 2 required outputs

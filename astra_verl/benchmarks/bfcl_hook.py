@@ -47,8 +47,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord
-from astra_verl.eval.bfcl_score import CallStyle, step_calls
 from astra_verl.rollout.hooks import EnvironmentHook, EpisodeView, HookAction, HookError, register_hook
 from env_registry.rows import ToolRef
 
