@@ -5,7 +5,7 @@ recipe's `astra_tool_agent` parses with) and the scorer's `step_calls`; FC, the 
 through the LLM client's `ToolCall`, the chat rollout's `parsed_call` and `step_calls`. BFCL's:
 its `QwenFCHandler` (think split + `decode_execute`) and its OpenAI handler, run in this process
 (`bfcl_direct.bfcl_in_process`). Both must give the same call strings, or both drop the step.
-The named cases are the differences an outside audit found (issue 30); the properties draw texts
+The named cases are the differences an outside audit found; the properties draw texts
 from the fragments those cases are made of.
 """
 

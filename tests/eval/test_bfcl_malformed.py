@@ -112,7 +112,7 @@ def prompt_scenarios(turns) -> dict[str, list[str]]:
         out[label] = texts
     out["malformed_step_first"] = [block('{"name": "' + name + '", "arguments": {'), *out["ground_truth"]]
     gt = out["ground_truth"]
-    whole = {  # the step's whole text rewritten (issue 30's kinds); BFCL decodes the full generated text
+    whole = {  # the step's whole text rewritten (the audit's kinds); BFCL decodes the full generated text
         "no_newlines_inside_tags": gt[k]
         .replace("<tool_call>\n", "<tool_call>")
         .replace("\n</tool_call>", "</tool_call>"),
