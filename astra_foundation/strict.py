@@ -1,4 +1,5 @@
-"""The one base of every settings section and record that crosses a boundary: `StrictModel`.
+"""The two bases of what crosses a boundary: `StrictModel` (settings, and records read back from
+a run's own payloads) and `RecordModel` (records persisted as JSON and read back lax).
 
 A recipe section (`astra.sandbox`, `astra.rollout`, ...), a sampler's keyword arguments or a
 record read back from a parquet row or a Ray payload is a `StrictModel`: frozen, unknown keys
@@ -11,6 +12,17 @@ wrong, where and what to do, the same way everywhere:
     astra.sandbox: unknown keys ['timeout']; known keys: ['backend', 'call_timeout_s', ...]
     astra.sandbox.memory_mb must be int, got '512'
     astra.batch_filling.delta must be >= 0, got -1
+
+`RecordModel` is the base of the persisted data records that are read back from JSON and edited
+in place: the environment spec (`env_registry.spec`: mutable, so an importer or a repair step can
+fill a field, and lax, so JSON's strings become enums), the rows' ground-truth targets
+(`BfclTarget`, `TauTarget`) and the synthesis pipelines' step records (`data_synth.pipeline.
+Record`, the trajectory records). It refuses unknown keys like `StrictModel`, but is neither
+frozen nor strict, and its errors stay pydantic's `ValidationError` (their readers report them
+with the record's path). Not covered by either base: the episode records of
+`astra_verl.calls.call_log` (`StrictModel` subclasses that relax `frozen`/`strict` for JSON),
+the environment pipeline's parts (`data_synth.env.records`, their own `extra="forbid"` base),
+the LLM client's wire types and importers' views of outside formats (`extra="ignore"`).
 
 This module is the foundation under the sandbox and the LLM client: it imports nothing of ours
 but `astra_foundation.errors` (a `SettingsError` is a `UserError`: command lines print it as one line).
@@ -81,6 +93,13 @@ class StrictModel(BaseModel):
             return cls.model_validate(dict(data))
         except ValidationError as exc:
             raise SettingsError(describe(exc, where, cls)) from exc
+
+
+class RecordModel(BaseModel):
+    """A persisted record read back from JSON: unknown keys refused; mutable, lax types (see the
+    module docstring)."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 def describe(exc: ValidationError, where: str, model: type[BaseModel]) -> str:

@@ -30,8 +30,8 @@ REGISTERING_MODULES: tuple[str, ...] = (
     "astra_verl.rollout.tool_parser",  # tool parsers "astra_hermes" (astra_<multi_turn.format>)
     "astra_verl.rollout.agent_loop",  # agent loop "astra_tool_agent"
     "astra_verl.reward.managers",  # reward managers "astra_f1", "astra_recall", "astra_precision"
-    "astra_verl.eval.bfcl_reward",  # reward manager "astra_bfcl" and the hook "bfcl_multi_turn"
-    "astra_verl.eval.tau_reward",  # reward manager "astra_tau" and the hook "tau_user"
+    "astra_verl.benchmarks.bfcl_reward",  # reward manager "astra_bfcl" and the hook "bfcl_multi_turn"
+    "astra_verl.benchmarks.tau_reward",  # reward manager "astra_tau" and the hook "tau_user"
 )
 
 

@@ -36,11 +36,11 @@ from pathlib import Path
 from benchkit import Report, machine_line, median, ms, percentile, verdict
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool
+from astra_verl.benchmarks.bfcl_hook import BfclMultiTurnHook
+from astra_verl.benchmarks.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES, call_string, score_episode
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval import bfcl_replay
-from astra_verl.eval.bfcl_hook import BfclMultiTurnHook
 from astra_verl.eval.bfcl_run import prepare
-from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES, call_string, score_episode
 from astra_verl.rollout.toolset import ToolCatalog
 from env_registry.call_check import CallStatus
 from env_registry.rows import RowInfo

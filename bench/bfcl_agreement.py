@@ -30,9 +30,9 @@ from pathlib import Path
 
 from benchkit import machine_line
 
+from astra_verl.benchmarks.bfcl_score import REQUIRED_PACKAGES, score_episode
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_run import prepare
-from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES, score_episode
 
 DIRECT = Path(__file__).resolve().parents[1] / "tests" / "eval" / "bfcl_direct.py"
 IDS = ["multi_turn_base_0", "multi_turn_miss_func_0", "multi_turn_miss_param_0", "multi_turn_long_context_1"]
@@ -156,8 +156,8 @@ def ours_prompt(data, plan: dict[str, tuple[int, list[str]]], work: Path) -> dic
     """astra_tool_agent (recipe astra_bfcl_eval) on the scripted texts, scored by our scorer."""
     from transformers import AutoTokenizer
 
+    from astra_verl.benchmarks.bfcl_score import trainer_sandbox_config
     from astra_verl.calls.call_log import EpisodeLog
-    from astra_verl.eval.bfcl_score import trainer_sandbox_config
     from astra_verl.rollout.context import worker_context
     from astra_verl.rollout.testing import run
     from astra_verl.tiny_model import build

@@ -52,7 +52,7 @@ from env_registry.matching import args_agree
 from env_registry.recovery import Budget, Recovered, RowRecovery
 from env_registry.spec import CallCheck, EnvSpec, GoldenCall
 from env_registry.store import EnvStore
-from env_registry.validate import check_structure
+from env_registry.structure import check_structure
 
 PIPELINE = Path(__file__).resolve().parent.parent / "tests" / "env_registry" / "data" / "astra_env_synthesis.jsonl"
 

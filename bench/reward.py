@@ -149,12 +149,14 @@ def score_pass(manager, data) -> float:
 
 
 def clear_matching_caches() -> None:
-    """Empty every cache `env_registry.matching` keeps, so the next pass starts cold."""
-    from env_registry import matching
+    """Empty every cache the matcher keeps (`env_registry.matching` and the text readers it uses),
+    so the next pass starts cold."""
+    from env_registry import matching, text_reading
 
-    for value in vars(matching).values():
-        if callable(getattr(value, "cache_clear", None)):
-            value.cache_clear()
+    for module in (matching, text_reading):
+        for value in vars(module).values():
+            if callable(getattr(value, "cache_clear", None)):
+                value.cache_clear()
 
 
 def main() -> None:

@@ -4,8 +4,8 @@ final answers of the exploit policies that follow honest calls.
 The corpus is written as templates filled from the environment (the answer, the other
 candidates, the values the golden calls returned, the question), in English, with the values
 inline, and in Chinese, Japanese, Korean, Spanish and German. Every template states the true
-answer and commits to it; each one is a way a model that did the work may say so (issues 31 and
-39 list the phrasings that lost credit before).
+answer and commits to it; each one is a way a model that did the work may say so (phrasings
+that once lost credit).
 """
 
 from __future__ import annotations
@@ -173,7 +173,7 @@ def phrasings(env: EnvSpec) -> dict[str, str]:
     return {name: text for name, t in templates.items() if (text := t(f))}
 
 
-# -- exploit final answers after the golden calls (issue 39) ---------------------------------
+# -- exploit final answers after the golden calls ---------------------------------------------
 
 
 def _off(answer: str, factor: str) -> str:

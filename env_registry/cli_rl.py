@@ -29,7 +29,8 @@ from env_registry.importers.astra_rl import recovered_conversion, recovery_summa
 from env_registry.importers.sources import SourceError, SourceRow, check_files, read_rows
 from env_registry.recovery import Budget, RowRecovery, recover_row
 from env_registry.recovery_llm import llm_proposer
-from env_registry.validate import Rule, default_sandbox
+from env_registry.structure import Rule
+from env_registry.validate import default_sandbox
 
 __all__ = ["RecoveryStep", "budget_of", "cmd_export_astra_rl", "cmd_recover_calls"]
 

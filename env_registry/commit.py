@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import sympy
 
-from env_registry.matching import (
+from env_registry.spec import AnswerRule
+from env_registry.text_reading import (
     answer_number,
     contains_answer,
     normalize_text,
@@ -33,7 +34,6 @@ from env_registry.matching import (
     readings,
     same_number_as,
 )
-from env_registry.spec import AnswerRule
 
 __all__ = ["commits"]
 

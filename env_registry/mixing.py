@@ -37,8 +37,9 @@ Similarity
 - an embedding model, when `embedding_model` names a local sentence-transformers model path:
   loaded lazily; when it is configured but cannot be loaded, building the mixer fails (no
   silent fall back to lexical).
-Pool and embeddings are cached in memory and on disk next to the store
-(`<store>.mixing-cache/`, or `cache_dir`), keyed by the store's content and the model.
+Pool and embeddings are cached on disk next to the store (`<store>.mixing-cache/`, or
+`cache_dir`), keyed by the store's content and the model; in memory only in a `MixingCache` the
+caller owns and passes in (bounded, keyed by every setting that shapes what it holds).
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ import logging
 import math
 import random
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -336,8 +338,36 @@ class ToolMixer:
 
 
 # -- building from a store -------------------------------------------------------------------
-_POOLS: dict[str, ToolPool] = {}
-_MODELS: dict[tuple[str, str], Any] = {}
+@dataclass
+class MixingCache:
+    """Tool pools and similarity models kept in memory between mixers, owned by the caller (an
+    export run, a test) and passed in. A pool is keyed by the store's content and its disk cache,
+    a model by those, its name and its batch size, so a call with other settings builds its own.
+    At most `max_entries` of each are kept; the least recently used goes first."""
+
+    max_entries: int = 4
+    pools: OrderedDict[tuple, ToolPool] = field(default_factory=OrderedDict)
+    models: OrderedDict[tuple, Any] = field(default_factory=OrderedDict)
+
+    def get(self, table: OrderedDict[tuple, Any], key: tuple, build: Callable[[], Any]) -> Any:
+        if key in table:
+            table.move_to_end(key)
+            return table[key]
+        value = table[key] = build()
+        while len(table) > self.max_entries:
+            table.popitem(last=False)
+        return value
+
+
+@contextmanager
+def _opened(store: Any) -> Iterator[EnvStore]:
+    """The store itself when the caller passed one (it stays the caller's to close), else the store
+    at that location, opened for this call and closed when it ends."""
+    if isinstance(store, EnvStore):
+        yield store
+    else:
+        with EnvStore.open(store) as opened:
+            yield opened
 
 
 def _store_key(ids: Iterable[str]) -> str:
@@ -352,13 +382,17 @@ def _default_cache_dir(store_root: Path) -> Path:
     return store_root.with_name(store_root.name + ".mixing-cache")
 
 
-def load_pool(store: Any, cache_dir: Path | None = None) -> ToolPool:
-    """The de-duplicated tool pool of a store (memory cache, then disk cache, then a scan)."""
-    store = store if isinstance(store, EnvStore) else EnvStore.open(store)
-    key = _store_key(store.ids())
-    if key in _POOLS:
-        return _POOLS[key]
-    cache_dir = cache_dir or _default_cache_dir(Path(store.path))
+def load_pool(store: Any, cache_dir: Path | None = None, cache: MixingCache | None = None) -> ToolPool:
+    """The de-duplicated tool pool of a store (`cache`, then the disk cache, then a scan)."""
+    with _opened(store) as opened:
+        cache_dir = cache_dir or _default_cache_dir(Path(opened.path))
+        key = _store_key(opened.ids())
+        if cache is None:
+            return _scan_pool(opened, key, cache_dir)
+        return cache.get(cache.pools, (key, str(cache_dir)), lambda: _scan_pool(opened, key, cache_dir))
+
+
+def _scan_pool(store: EnvStore, key: str, cache_dir: Path) -> ToolPool:
     cache_file = cache_dir / f"pool-{key}.json"
     if cache_file.exists():
         pool = ToolPool.from_json(cache_file.read_text(encoding="utf-8"))
@@ -375,43 +409,47 @@ def load_pool(store: Any, cache_dir: Path | None = None) -> ToolPool:
             store.path,
             pool.conflicting_names,
         )
-    _POOLS[key] = pool
     return pool
 
 
-def build_mixer(store: Any, mode: str, seed: int = 0, **opts: Any) -> ToolMixer:
+def build_mixer(store: Any, mode: str, seed: int = 0, cache: MixingCache | None = None, **opts: Any) -> ToolMixer:
     """The export's mixer: `build_mixer(store, mode, seed, **opts)(env, seed) -> list[ToolRef]`.
 
-    `store` is an `EnvStore` or its location. Options: `k` (per band, default 1),
-    `random_min`/`random_max` (5, 9), `band_low`/`band_high` (0.4, 0.85), `embedding_model`
-    (local sentence-transformers path; default: lexical), `embedding_batch_size`, `cache_dir`.
+    `store` is an `EnvStore` or its location (opened and closed here). Options: `k` (per band,
+    default 1), `random_min`/`random_max` (5, 9), `band_low`/`band_high` (0.4, 0.85),
+    `embedding_model` (local sentence-transformers path; default: lexical),
+    `embedding_batch_size`, `cache_dir`. `cache` keeps pools and models for later calls.
     """
     if mode not in MODES:
         raise MixingError(f"mixing mode {mode!r} is not one of {MODES}")
-    store = store if isinstance(store, EnvStore) else EnvStore.open(store)
-    cache_dir_opt = opts.pop("cache_dir", None)
-    cache_dir = Path(cache_dir_opt) if cache_dir_opt else _default_cache_dir(Path(store.path))
+    cache = cache or MixingCache()
+    with _opened(store) as opened:
+        cache_dir_opt = opts.pop("cache_dir", None)
+        cache_dir = Path(cache_dir_opt) if cache_dir_opt else _default_cache_dir(Path(opened.path))
+        pool = load_pool(opened, cache_dir, cache)
     embedding_model = opts.pop("embedding_model", None)
     batch_size = int(opts.pop("embedding_batch_size", 64))
-    pool = load_pool(store, cache_dir)
     similarity = None
     if mode == "banded":
-        similarity = _similarity(pool, embedding_model, cache_dir, batch_size)
+        similarity = _similarity(pool, embedding_model, cache_dir, batch_size, cache)
     try:
         return ToolMixer(pool=pool, mode=mode, seed=seed, similarity=similarity, **opts)
     except TypeError as exc:
         raise MixingError(f"unknown mixing option ({exc})") from exc
 
 
-def _similarity(pool: ToolPool, embedding_model: str | None, cache_dir: Path, batch_size: int) -> Any:
+def _similarity(
+    pool: ToolPool, embedding_model: str | None, cache_dir: Path, batch_size: int, cache: MixingCache
+) -> Any:
     model_name = embedding_model or LEXICAL_MODEL
-    key = (pool.store_key, model_name)
-    if key not in _MODELS:
+    key = (pool.store_key, model_name, str(cache_dir), batch_size)
+
+    def build() -> Any:
         docs = [t.doc for t in pool.tools]
         if embedding_model:
             fp = _model_fingerprint(Path(embedding_model)) if Path(embedding_model).exists() else "missing"
             cache_file = cache_dir / f"emb-{pool.store_key}-{fp}.npy"
-            _MODELS[key] = EmbeddingSimilarity(embedding_model, docs, cache_file, batch_size)
-        else:
-            _MODELS[key] = LexicalSimilarity(docs)
-    return _MODELS[key]
+            return EmbeddingSimilarity(embedding_model, docs, cache_file, batch_size)
+        return LexicalSimilarity(docs)
+
+    return cache.get(cache.models, key, build)

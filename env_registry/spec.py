@@ -28,7 +28,9 @@ import re
 from enum import Enum
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import Field, field_validator, model_serializer, model_validator
+
+from astra_foundation.strict import RecordModel
 
 SPEC_VERSION = 2
 READABLE_SPEC_VERSIONS = (1, 2)
@@ -44,8 +46,7 @@ class ScenarioType(str, Enum):
     PARALLEL_MULTI_HOP = "parallel_multi_hop"
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+class _Model(RecordModel):
     # Fields added after version 1: written only when set, so a version-1 record dumps (and
     # hashes) exactly as it did.
     _ADDED: ClassVar[tuple[str, ...]] = ()

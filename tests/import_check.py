@@ -4,7 +4,7 @@ Run by `test_imports.py`; by hand: `python tests/import_check.py [--orders K --s
 
 A module imported first is what a user's `python -m ...` or a Ray worker does. When that module
 reaches `import verl` half-initialised, verl's plugin loader imports our plugin, whose modules
-may then find the first one half-loaded (issue 17.1). Each module therefore gets its own
+may then find the first one half-loaded. Each module therefore gets its own
 interpreter: a process forked from a parent that has imported the third-party packages verl
 and our modules use, but no module of verl's or ours (forking spares ~5 s of torch and
 transformers per module and changes nothing of what imports first among verl's and ours).

@@ -1,4 +1,4 @@
-"""House rule (issue 18): a function over 60 lines says why in its docstring.
+"""House rule: a function over 60 lines says why in its docstring.
 
 A long function is sometimes the clearest form (an argparse table, a process's life in order); the
 docstring must then say so, with "60" in the reason, so a reader knows it was chosen, not grown."""

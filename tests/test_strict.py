@@ -6,10 +6,11 @@ import importlib
 import inspect
 import pkgutil
 
+import pydantic
 import pytest
 
 from astra_foundation.sandbox import SandboxConfig
-from astra_foundation.strict import SettingsError, StrictModel
+from astra_foundation.strict import RecordModel, SettingsError, StrictModel
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval.chat_rollout import ChatEpisode
 from astra_verl.platform.hf_rollout import HFRolloutOptions
@@ -58,6 +59,28 @@ def test_a_section_is_frozen(model):
     name = next(iter(model.model_fields))
     with pytest.raises(Exception, match="frozen"):
         setattr(settings, name, getattr(settings, name))
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "env_registry.spec:EnvSpec",
+        "env_registry.spec:ToolSpec",
+        "env_registry.families.bfcl:BfclTarget",
+        "env_registry.families.tau:TauTarget",
+        "data_synth.pipeline.records:Record",
+        "data_synth.pipeline.records:Envelope",
+        "data_synth.traj.records:Server",
+        "data_synth.traj.records:ToolDoc",
+    ],
+)
+def test_persisted_records_read_back_from_json_are_record_models(model):
+    """The other base the strict module names: unknown keys refused, pydantic's own errors."""
+    module, name = model.split(":")
+    cls = getattr(importlib.import_module(module), name)
+    assert issubclass(cls, RecordModel) and not issubclass(cls, StrictModel)
+    with pytest.raises(pydantic.ValidationError, match="not_a_field|Extra inputs"):
+        cls.model_validate({"not_a_field": 1})
 
 
 def test_types_are_checked_without_coercion_but_yaml_ints_are_numbers():

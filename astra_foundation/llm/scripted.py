@@ -126,10 +126,6 @@ class ScriptedBackend:
         self._lock = threading.Lock()
         self.requests: list[tuple[str, dict[str, Any]]] = []
 
-    @classmethod
-    def from_file(cls, path: str | Path) -> ScriptedBackend:
-        return cls(load_rules(path))
-
     def _pick(self, step: str, payload: dict[str, Any]) -> Any:
         if self._responder is not None:
             answer = self._responder(step, payload)

@@ -50,7 +50,7 @@ from . import frames, launch
 from .config import SandboxConfig
 from .inside import wire
 from .protocol import CallResult, ErrorKind, Program, Sandbox, Session
-from .supervise import WORKER_START_TIMEOUT_S, SandboxError, SessionProc, WorkerProc
+from .supervise import WORKER_START_TIMEOUT_S, SandboxError, SessionProc, WorkerOwner, WorkerProc
 from .timeouts import timeout
 
 logger = logging.getLogger("astra_foundation.sandbox")
@@ -68,11 +68,6 @@ def _raise_fd_limit(needed: int) -> None:
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     if soft != resource.RLIM_INFINITY and soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-
-
-def _resolve(fut: asyncio.Future) -> None:
-    if not fut.done():
-        fut.set_result(None)
 
 
 def _failure(kind: ErrorKind, message: str, stdout: str = "") -> CallResult:
@@ -163,7 +158,7 @@ class SandboxPool(Sandbox):
             self._slots = asyncio.Semaphore(self.config.max_sessions)
             self._worker_ready = asyncio.Event()
             try:
-                workers = [WorkerProc(self, i) for i in range(self.config.workers)]
+                workers = [self._new_worker(i) for i in range(self.config.workers)]
                 self._workers[:] = workers
                 results = await asyncio.gather(*(w.start() for w in workers), return_exceptions=True)
                 errors = [r for r in results if isinstance(r, BaseException)]
@@ -209,6 +204,19 @@ class SandboxPool(Sandbox):
         return launch.describe_isolation(self.config, self.backend, features)
 
     # ---------------------------------------------------------------- workers
+    def _new_worker(self, slot: int) -> WorkerProc:
+        owner = WorkerOwner(
+            loop=self._loop,
+            config=self.config,
+            command=self._worker_command,
+            started=self._popens.append,
+            died=self._worker_died,
+        )
+        return WorkerProc(owner, slot)
+
+    def _worker_command(self, ctl_fd: int) -> launch.WorkerCommand:
+        return launch.worker_command(self.backend, self.config, ctl_fd, self._work_root, self._uid_block())
+
     def _worker_died(self, worker: WorkerProc, why: str) -> None:
         # While the pool starts, start() decides: all workers failing is a setup error, not a crash.
         if self._closing or self._stopped.is_set() or self._loop.is_closed() or not self._started.done():
@@ -232,7 +240,7 @@ class SandboxPool(Sandbox):
         delay = 0.05
         try:
             while not self._closing:
-                worker = WorkerProc(self, slot)
+                worker = self._new_worker(slot)
                 try:
                     await worker.start()
                 except SandboxError as exc:

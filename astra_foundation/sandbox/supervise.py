@@ -11,15 +11,13 @@ import os
 import signal
 import socket
 import subprocess
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
 
-from . import launch
 from .config import SandboxConfig
 from .inside import wire
+from .launch import WorkerCommand
 from .protocol import ErrorKind, Program
-
-if TYPE_CHECKING:
-    from .pool import SandboxPool
 
 WORKER_START_TIMEOUT_S = 30.0
 EXIT_STATUS_WAIT_S = 2.0
@@ -121,13 +119,27 @@ class SessionProc:
         return describe_exit(status, config)
 
 
+@dataclass(frozen=True)
+class WorkerOwner:
+    """What a worker needs from the pool that owns it, handed in so that supervision stands below
+    the pool: the pool's loop and config, the command that starts a worker (given the fd of its
+    control channel's end), where to keep a started process (the pool's finalizer kills them), and
+    whom to tell that a worker died."""
+
+    loop: asyncio.AbstractEventLoop
+    config: SandboxConfig
+    command: Callable[[int], WorkerCommand]
+    started: Callable[[subprocess.Popen], None]
+    died: Callable[[WorkerProc, str], None]
+
+
 class WorkerProc:
     """One warm worker process and its control channel."""
 
-    def __init__(self, pool: SandboxPool, slot: int):
-        self.pool = pool
+    def __init__(self, owner: WorkerOwner, slot: int):
+        self.owner = owner
         self.slot = slot
-        self.loop = pool._loop
+        self.loop = owner.loop
         self.popen: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.buf = wire.FrameBuffer(max_frame=1 << 20)
@@ -142,9 +154,7 @@ class WorkerProc:
     async def start(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            cmd = launch.worker_command(
-                self.pool.backend, self.pool.config, child.fileno(), self.pool._work_root, self.pool._uid_block()
-            )
+            cmd = self.owner.command(child.fileno())
             self.popen = subprocess.Popen(
                 cmd.argv,
                 pass_fds=[child.fileno()],
@@ -154,7 +164,7 @@ class WorkerProc:
                 stdout=subprocess.DEVNULL,
                 start_new_session=True,
             )
-            self.pool._popens.append(self.popen)
+            self.owner.started(self.popen)
         except OSError as exc:
             parent.close()
             raise SandboxError(f"could not start sandbox worker {self.slot}: {exc}") from exc
@@ -253,7 +263,7 @@ class WorkerProc:
             )
             async with self.send_lock:
                 await self.loop.sock_sendall(self.sock, frame)
-            proc = await asyncio.wait_for(fut, self.pool.config.load_timeout_s)
+            proc = await asyncio.wait_for(fut, self.owner.config.load_timeout_s)
         except asyncio.TimeoutError:
             self.pending.pop(key, None)
             self._died("it did not answer an open request in time")
@@ -291,7 +301,7 @@ class WorkerProc:
         self.procs.clear()
         if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
-        self.pool._worker_died(self, why)
+        self.owner.died(self, why)
 
     def kill(self) -> None:
         if self.popen is not None and self.popen.poll() is None:

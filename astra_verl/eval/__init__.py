@@ -1,14 +1,13 @@
-"""Evaluation: BFCL v4 multi-turn on astra-verl's stack (issue 8).
+"""Evaluation: BFCL v4 multi-turn (and τ-bench, `tau_eval`) on astra-verl's stack, from the command line.
 
-- `bfcl_hook`     the `bfcl_multi_turn` environment hook (user turns, miss_func tools, step limit)
-- `bfcl_score`    BFCL's multi-turn checker on an episode, run in the sandbox
-- `bfcl_reward`   verl reward manager `astra_bfcl` (registered by the plugin, with the hook)
 - `chat_rollout`  an exported row's episode against an OpenAI-compatible endpoint
 - `bfcl_run`      resumable results file, concurrency, the per-category accuracy table
 - `bfcl_replay`   ground-truth replay (the adapter's faithfulness check)
 - `cli`           `python -m astra_verl.eval {bfcl,bfcl-export,bfcl-score,bfcl-replay}`
 
-The environments themselves are `env_registry.families.bfcl`.
+The environments themselves are `env_registry.families.bfcl`; the hooks, the reward managers and
+BFCL's scorer that training uses too are `astra_verl.benchmarks` (`bfcl_hook`, `bfcl_score`,
+`bfcl_reward`, `tau_hook`, `tau_reward`).
 
 Where an episode here differs from BFCL's own inference loop (the verdict's input does not:
 the scorer hands BFCL's checker every call BFCL would have decoded):

@@ -26,10 +26,10 @@ from typing import Any
 from astra_foundation.clikit import run_async
 from astra_foundation.llm import LLMClient, ScriptedBackend
 from astra_foundation.sandbox import SandboxPool
+from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
+from astra_verl.benchmarks.bfcl_score import BfclScoringError, call_string, execute_steps, trainer_sandbox_config
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
 from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
-from astra_verl.eval.bfcl_score import BfclScoringError, call_string, execute_steps, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.context import drop_worker_context, worker_context
 from env_registry.call_check import CallStatus

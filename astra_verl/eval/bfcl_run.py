@@ -34,9 +34,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from astra_verl.benchmarks.bfcl_score import BfclVerdict, score_episode
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval import results
-from astra_verl.eval.bfcl_score import BfclVerdict, score_episode
 from astra_verl.eval.results import ResultsFileError  # noqa: F401  - re-exported: BFCL callers catch it here
 from env_registry.families import bfcl
 from env_registry.families.bfcl import CATEGORIES, CATEGORY_LABELS, BfclEntry, BfclTarget

@@ -1,4 +1,4 @@
-"""BFCL's single-turn verdict on one model result: the program of a sandbox session (issue 33).
+"""BFCL's single-turn verdict on one model result: the program of a sandbox session.
 
 This file's text is the sandbox program `bfcl_single.checker_program()` sends; it is never
 imported by the evaluation process. It calls BFCL's own per-entry evaluation functions,

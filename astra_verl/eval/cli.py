@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def sandbox_config(args: argparse.Namespace, concurrency: int) -> Any:
     from astra_foundation.sandbox import SandboxConfig
-    from astra_verl.eval.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES
+    from astra_verl.benchmarks.bfcl_score import PRELOAD_MODULES, REQUIRED_PACKAGES
     from env_registry.families.bfcl import MAX_OUTPUT_CHARS
 
     kw: dict[str, Any] = {
@@ -223,7 +223,7 @@ def run_dir(args: argparse.Namespace) -> Path:
 def cmd_bfcl(args: argparse.Namespace) -> int:
     from astra_foundation.llm import LLMConfig, LLMFlags, LLMUnavailable, build_client, preflight
     from astra_foundation.sandbox import SandboxPool
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
     from astra_verl.eval.chat_rollout import ChatRollout
 
@@ -299,10 +299,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from astra_foundation.sandbox import SandboxPool
+    from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.benchmarks.bfcl_score import score_episode
     from astra_verl.calls.call_log import EpisodeLog
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
-    from astra_verl.eval.bfcl_score import score_episode
 
     if not Path(args.results).is_file():
         raise UsageError(f"{args.results}: no such file; pass the results.jsonl a `bfcl` run wrote (in its --out)")

@@ -28,6 +28,7 @@ from verl.utils.ray_utils import get_event_loop
 
 from astra_foundation.clikit import UsageError
 from astra_foundation.strict import SettingsError, StrictModel
+from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.endpoint import EndpointServer
 from astra_verl.eval.envs import (
@@ -41,7 +42,6 @@ from astra_verl.eval.envs import (
     trainer_config,
 )
 from astra_verl.eval.results import ResultsFile
-from astra_verl.eval.tau_reward import parse_target, score_episode
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import make_loop

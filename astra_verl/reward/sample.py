@@ -1,7 +1,7 @@
 """One sample as a reward manager reads it: its ground truth, its episode log, what to call it.
 
 The astra reward managers (`managers.py`: astra_f1, astra_recall, astra_precision) and BFCL's
-(`astra_verl.eval.bfcl_reward`: astra_bfcl) share these readers. No verl import here: the
+(`astra_verl.benchmarks.bfcl_reward`: astra_bfcl) share these readers. No verl import here: the
 managers are registered by verl's plugin loader, and a module they share must not import verl
 (see `astra_verl.plugin`).
 """

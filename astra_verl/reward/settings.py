@@ -1,5 +1,5 @@
 """The `astra.reward` settings, verl-free: the reward managers (`managers`, registered when verl
-loads the plugin) and `astra_verl.eval.tau_reward` (registered the same way) both read them, and
+loads the plugin) and `astra_verl.benchmarks.tau_reward` (registered the same way) both read them, and
 a registering module must not import another (astra_verl/plugin.py, "Import rule")."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class RewardSettings(StrictModel):
     # The root sub-question counts only when the final answer commits to its answer (docs/reward.md);
     # False is ASTRA's plain F1, for ablations.
     root_answer: bool = True
-    # astra_tau only (astra_verl.eval.tau_reward): the weight of our F1 mixed into τ-bench's reward
+    # astra_tau only (astra_verl.benchmarks.tau_reward): the weight of our F1 mixed into τ-bench's reward
     tau_f1_weight: float = Field(0.0, ge=0, le=1)
 
     @classmethod

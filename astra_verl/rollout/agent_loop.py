@@ -215,13 +215,9 @@ class AstraToolAgentLoop(AgentLoopBase):
 
     # -- PENDING -------------------------------------------------------------------------
     async def _handle_pending(self, ep: LoopEpisode) -> State:
-        action = await ep.hook.on_start(ep)
-        if action is not None:
-            ep.reveal(action.add_tools)
-            if action.user_message:
-                ep.messages.append({"role": "user", "content": action.user_message})
-            if action.turn_score is not None:
-                ep.turn_scores.append(action.turn_score)
+        action = self._take(ep, await ep.hook.on_start(ep))
+        if action.user_message:
+            ep.messages.append({"role": "user", "content": action.user_message})
         schemas = self._schemas(ep)
         ep.prompt_ids = await self.loop.run_in_executor(
             None, lambda: self.continuous_token_builder.build_initial_tokens(ep.messages, tools=schemas)
@@ -234,7 +230,7 @@ class AstraToolAgentLoop(AgentLoopBase):
                 f"{self.rollout_config.prompt_length}; export with --tokenizer --max-prompt-length to drop such "
                 "rows, or raise prompt_length"
             )
-        if action is not None and action.terminate:
+        if action.terminate:
             return self._terminate(ep, Termination.HOOK)
         return State.GENERATING
 
@@ -320,12 +316,8 @@ class AstraToolAgentLoop(AgentLoopBase):
                 ep.messages.append(message)
                 if record.status is CallStatus.SKIPPED:
                     continue
-                action = await ep.hook.on_tool_result(ep, record)
-                if action is not None:
-                    terminate |= self._apply_midturn(ep, action, pending_user)
-        action = await ep.hook.on_tool_round_end(ep, records)
-        if action is not None:
-            terminate |= self._apply_midturn(ep, action, pending_user)
+                terminate |= self._apply_midturn(ep, await ep.hook.on_tool_result(ep, record), pending_user)
+        terminate |= self._apply_midturn(ep, await ep.hook.on_tool_round_end(ep, records), pending_user)
         for content in pending_user:
             ep.messages.append({"role": "user", "content": content})
             ep.log.user_turns += 1
@@ -360,10 +352,20 @@ class AstraToolAgentLoop(AgentLoopBase):
         root = root_question(ep.target)
         return not commits(root.answer, ep.log.final_answer, root.match)
 
-    def _apply_midturn(self, ep: LoopEpisode, action: HookAction, pending_user: list[str]) -> bool:
+    @staticmethod
+    def _take(ep: LoopEpisode, action: HookAction | None) -> HookAction:
+        """What a hook action does wherever it comes: its tools become callable and its turn score
+        is recorded. Where its user message goes and what `terminate` ends depend on the point of
+        the episode, so the caller handles those. None (nothing to say) is an empty action."""
+        if action is None:
+            return HookAction()
         ep.reveal(action.add_tools)
         if action.turn_score is not None:
             ep.turn_scores.append(action.turn_score)
+        return action
+
+    def _apply_midturn(self, ep: LoopEpisode, action: HookAction | None, pending_user: list[str]) -> bool:
+        action = self._take(ep, action)
         if action.user_message:
             pending_user.append(action.user_message)  # after this turn's tool messages
         return action.terminate
@@ -408,9 +410,7 @@ class AstraToolAgentLoop(AgentLoopBase):
         action = await ep.hook.on_assistant_end(ep, ep.log.final_answer)
         if action is None:
             return self._terminate(ep, Termination.NO_TOOL_CALL)
-        ep.reveal(action.add_tools)
-        if action.turn_score is not None:
-            ep.turn_scores.append(action.turn_score)
+        self._take(ep, action)
         if not action.terminate and not action.user_message:
             return self._terminate(ep, Termination.NO_TOOL_CALL)
         if not action.terminate and (self._turns_exhausted(ep) or self._user_turns_exhausted(ep)):

@@ -17,7 +17,7 @@ from typing import Any
 from astra_foundation.llm.extract import ReplyError
 from env_registry.arguments import schema_error
 from env_registry.spec import GoldenCall, ToolSpec
-from env_registry.validate import check_tool
+from env_registry.structure import check_tool
 
 ALLOWED_IMPORTS = frozenset(
     {

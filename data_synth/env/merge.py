@@ -41,7 +41,8 @@ from data_synth.prompts import load_prompt
 from env_registry.call_key import derive_call_key
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
-from env_registry.validate import ValidationIssue, check_structure, golden_call_of, replay_env
+from env_registry.structure import ValidationIssue, check_structure, golden_call_of
+from env_registry.validate import replay_env
 
 PROMPT = "env/merge"
 GENERATOR = "astra_env_synth"

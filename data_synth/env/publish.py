@@ -15,7 +15,7 @@ from data_synth.env.records import Merged, Published
 from data_synth.pipeline import Reject, Step
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.spec import EnvSpec
-from env_registry.validate import check_structure
+from env_registry.structure import check_structure
 
 
 class Publish(Step[Merged, Published]):

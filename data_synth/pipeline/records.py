@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from astra_foundation.strict import RecordModel
 
 ENVELOPE_VERSION = 1
 
@@ -29,11 +31,10 @@ Status = Literal["ok", "rejected", "error"]
 FINAL_STATUSES = ("ok", "rejected")
 
 
-class Record(BaseModel):
+class Record(RecordModel):
     """Base of every typed record passed between steps."""
 
     VERSION: ClassVar[int] = 1
-    model_config = ConfigDict(extra="forbid")
 
     key: str = Field(description="stable identity of the record; decides sharding and de-duplication")
 
@@ -47,9 +48,7 @@ class Reject(Exception):
         self.detail = detail
 
 
-class Envelope(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class Envelope(RecordModel):
     v: int = ENVELOPE_VERSION
     step: str
     key: str

@@ -22,8 +22,9 @@ import json
 from typing import Any, Literal
 
 import networkx as nx
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from astra_foundation.strict import RecordModel
 from data_synth.pipeline import Record
 from env_registry.call_check import CallStatus
 
@@ -34,8 +35,8 @@ def content_id(*parts: Any, n: int = 16) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:n]
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class _Model(RecordModel):
+    """Base of the nested parts of the trajectory records (`RecordModel`: unknown keys refused)."""
 
 
 # -- ingest -------------------------------------------------------------------------------

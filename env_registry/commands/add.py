@@ -12,7 +12,7 @@ from astra_foundation.clikit import UsageError
 from env_registry.commands.common import Incoming, Rejects, admit, open_store, say
 from env_registry.importers.sources import SourceRow
 from env_registry.store import StoreError
-from env_registry.validate import parse_record
+from env_registry.structure import parse_record
 
 
 def _env_lines(args: argparse.Namespace) -> Iterator[Incoming]:

@@ -14,7 +14,8 @@ from typing import Any
 from astra_foundation.clikit import UsageError, run_async
 from env_registry.importers.sources import SourceRow
 from env_registry.store import EnvStore
-from env_registry.validate import ValidationIssue, check_structure, family_rules, validate_stream
+from env_registry.structure import ValidationIssue, check_structure
+from env_registry.validate import family_rules, validate_stream
 
 CHUNK = 1000
 

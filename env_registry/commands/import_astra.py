@@ -16,7 +16,7 @@ from env_registry import cli_rl
 from env_registry.commands.common import Incoming, Rejects, admit, open_store, say, table
 from env_registry.importers.astra import convert
 from env_registry.importers.sources import check_files, read_rows
-from env_registry.validate import Rule, ValidationIssue
+from env_registry.structure import Rule, ValidationIssue
 
 
 def _astra_records(args: argparse.Namespace, formats: Counter, recovery: cli_rl.RecoveryStep) -> Iterator[Incoming]:

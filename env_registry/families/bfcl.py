@@ -47,9 +47,9 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict
 
 from astra_foundation.errors import UserError
+from astra_foundation.strict import RecordModel
 from env_registry.export import ExportConfig, count_prompt_tokens, tool_schemas, write_parquet
 from env_registry.export import export_rows as registry_rows
 from env_registry.families.bfcl_tools import description, parameters_schema, wrapper_source
@@ -311,10 +311,8 @@ VALIDATION = FamilyRules(
 )
 
 
-class BfclTarget(BaseModel):
+class BfclTarget(RecordModel):
     """`reward_model.ground_truth` of a BFCL row: what BFCL's multi-turn checker needs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     version: int = TARGET_VERSION
     bfcl_version: str

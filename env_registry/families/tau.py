@@ -33,10 +33,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
-
 from astra_foundation.errors import UserError
 from astra_foundation.sandbox import BatchJob, Module, Program, SandboxConfig, run_programs
+from astra_foundation.strict import RecordModel
 from env_registry.family_rules import FamilyRules, ReplayCall
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, ToolSpec, tool_module
 
@@ -224,10 +223,8 @@ def replay_calls(env: EnvSpec, actions: Sequence[tuple[str, dict[str, Any]]]) ->
     return calls
 
 
-class TauTarget(BaseModel):
+class TauTarget(RecordModel):
     """`reward_model.ground_truth` of a τ-bench row: what τ-bench's reward needs."""
-
-    model_config = ConfigDict(extra="forbid")
 
     version: int = TARGET_VERSION
     tau_bench_version: str

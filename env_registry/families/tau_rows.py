@@ -26,7 +26,7 @@ from env_registry.rows import AGENT_NAME, RowInfo, ToolRef
 from env_registry.spec import EnvSpec
 from env_registry.store import EnvStore
 
-HOOK_NAME = "tau_user"  # astra_verl.eval.tau_hook (env_registry does not import the plugin)
+HOOK_NAME = "tau_user"  # astra_verl.benchmarks.tau_hook (env_registry does not import the plugin)
 
 
 class UserConfig(StrictModel):

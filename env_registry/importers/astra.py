@@ -63,7 +63,7 @@ from env_registry.calls import CallStatementError, def_parameters, parse_call_st
 from env_registry.importers.sources import decode_json_text, has_fields
 from env_registry.shape import classify, shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
-from env_registry.validate import Rule, ValidationIssue, check_tool
+from env_registry.structure import Rule, ValidationIssue, check_tool
 
 GENERATOR = "astra_import"
 DEFAULT_DOMAIN = "astra"

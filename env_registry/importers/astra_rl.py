@@ -34,7 +34,7 @@ from env_registry.family_rules import PLAIN_RL_GENERATOR
 from env_registry.importers.astra import Conversion, RlRow, _language, _scenario_type
 from env_registry.recovery import RowRecovery, RowTools
 from env_registry.spec import CallKey, EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
-from env_registry.validate import Rule, ValidationIssue
+from env_registry.structure import Rule, ValidationIssue
 
 __all__ = ["RECOVERED_GENERATOR", "recovered_call_key", "recovered_conversion", "recovery_summary", "row_tools"]
 

@@ -25,7 +25,8 @@ from data_synth.env.tools import SynthesizeTools
 from data_synth.env.verify import Select, Verify
 from data_synth.pipeline import read_envelopes, read_outputs, run_step
 from env_registry.spec import EnvSpec
-from env_registry.validate import check_structure, replay_env
+from env_registry.structure import check_structure
+from env_registry.validate import replay_env
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

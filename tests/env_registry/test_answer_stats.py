@@ -1,4 +1,4 @@
-"""Issue 39's generator item and issue 31's echo answers: the winner of a comparison sits at
+"""The generator's listing order and echo answers: the winner of a comparison sits at
 every listing position equally often, and `env_registry stats` reports both counts."""
 
 from __future__ import annotations

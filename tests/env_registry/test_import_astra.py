@@ -16,7 +16,8 @@ from env_registry.importers.astra import convert
 from env_registry.importers.sources import read_rows
 from env_registry.spec import ScenarioType
 from env_registry.store import EnvStore
-from env_registry.validate import Rule, check_structure, validate_envs
+from env_registry.structure import Rule, check_structure
+from env_registry.validate import validate_envs
 
 DATA = Path(__file__).parent / "data"
 PIPELINE = DATA / "astra_env_synthesis.jsonl"

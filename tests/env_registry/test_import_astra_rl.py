@@ -21,7 +21,8 @@ from env_registry.importers.astra_rl import RECOVERED_GENERATOR, recovered_conve
 from env_registry.matching import args_agree
 from env_registry.recovery import Budget, RowTools, recover_row, text_values
 from env_registry.store import EnvStore
-from env_registry.validate import Rule, check_structure, default_sandbox, validate_envs
+from env_registry.structure import Rule, check_structure
+from env_registry.validate import default_sandbox, validate_envs
 
 FIXTURES = Path(__file__).parent / "data" / "astra_rl_recovery.jsonl"
 

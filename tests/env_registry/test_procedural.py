@@ -17,7 +17,8 @@ from env_registry.families.procedural import DOMAINS, generate
 from env_registry.matching import answer_in_text
 from env_registry.shape import shape_of, structure_of, tool_api
 from env_registry.spec import ScenarioType
-from env_registry.validate import check_structure, validate_envs
+from env_registry.structure import check_structure
+from env_registry.validate import validate_envs
 
 
 def test_deterministic_per_seed_and_prefix_stable():

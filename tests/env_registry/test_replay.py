@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from env_registry.spec import GoldenCall
-from env_registry.validate import Rule, golden_call_of, validate_envs
+from env_registry.structure import Rule, golden_call_of
+from env_registry.validate import validate_envs
 
 
 def _corrupt(env, fn):

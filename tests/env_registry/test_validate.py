@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from env_registry.shape import classify
 from env_registry.spec import EnvSpec, GoldenCall, ScenarioType, ToolSpec
-from env_registry.validate import Rule, ValidationIssue, check_structure, golden_call_of, parse_record
+from env_registry.structure import Rule, ValidationIssue, check_structure, golden_call_of, parse_record
+
+
+def test_the_structural_rules_load_without_the_sandbox():
+    """The pure rules stand apart from the replay: importing them loads no sandbox module."""
+    code = "import sys, env_registry.structure; print(sorted(m for m in sys.modules if 'sandbox' in m))"
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert out.stdout.strip() == "[]"
 
 
 def _pick(envs, stype, min_tools=1):
@@ -261,7 +272,7 @@ def test_parse_record(chain):
 def test_check_tool_applies_the_same_rules_as_check_structure(fanin, edit):
     import ast
 
-    from env_registry.validate import check_tool
+    from env_registry.structure import check_tool
 
     env = mutate(fanin, lambda e: edit(e.tools[0]))
     tool = env.tools[0]

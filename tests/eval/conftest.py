@@ -23,7 +23,7 @@ SAMPLE_IDS = [
 @pytest.fixture(scope="session")
 def bfcl_sample(tmp_path_factory) -> SimpleNamespace:
     """`BfclSet` of SAMPLE_IDS (entries, rows, targets) and its store location."""
-    from astra_verl.eval import bfcl_hook  # noqa: F401  - registers the hook
+    from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.eval.bfcl_run import prepare
 
     store = tmp_path_factory.mktemp("bfcl") / "store"
@@ -50,6 +50,6 @@ def loop_kit(tiny_model_dir, tiny_tokenizer):
 @pytest.fixture(scope="session")
 def bfcl_sandbox_config():
     from astra_foundation.sandbox import SandboxConfig
-    from astra_verl.eval.bfcl_score import REQUIRED_PACKAGES
+    from astra_verl.benchmarks.bfcl_score import REQUIRED_PACKAGES
 
     return SandboxConfig(workers=2, packages=list(REQUIRED_PACKAGES), call_timeout_s=30.0, max_output_chars=200_000)

@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 from astra_foundation.llm.cache import ResponseCache, cache_key
 from astra_foundation.llm.http import _classify
 from astra_foundation.llm.types import Completion, LLMUnavailable, TokenCompletion, ToolCall, TransientError, json_text
+from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
-from astra_verl.eval.bfcl_score import CallStyle, step_calls
 from astra_verl.eval.chat_rollout import parsed_call
 from astra_verl.eval.results import ResultsFile
 from astra_verl.rollout.call_parsing import BfclQwenCalls, HermesCalls, ParsedCall

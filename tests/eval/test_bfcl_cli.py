@@ -129,7 +129,7 @@ def test_help_explains_every_command(capsys):
 
 class CrashingServer(Server):
     """Ground truth, but every step with calls also carries the two replies that aborted runs
-    (issue 30): arguments nested 100,000 levels deep, and valid JSON holding a lone surrogate."""
+    in an outside audit: arguments nested 100,000 levels deep, and valid JSON holding a lone surrogate."""
 
     BAD = [
         {"id": "deep", "type": "function", "function": {"name": "ls", "arguments": "[" * 100_000 + "]" * 100_000}},

@@ -5,7 +5,7 @@ recipe's `astra_tool_agent` parses with) and the scorer's `step_calls`; FC, the 
 through the LLM client's `ToolCall`, the chat rollout's `parsed_call` and `step_calls`. BFCL's:
 its `QwenFCHandler` (think split + `decode_execute`) and its OpenAI handler, run in this process
 (`bfcl_direct.bfcl_in_process`). Both must give the same call strings, or both drop the step.
-The named cases are the differences an outside audit found (issue 30); the properties draw texts
+The named cases are the differences an outside audit found; the properties draw texts
 from the fragments those cases are made of.
 """
 
@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from astra_foundation.llm.types import ToolCall
+from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord
-from astra_verl.eval.bfcl_score import CallStyle, step_calls
 from astra_verl.eval.chat_rollout import parsed_call
 from astra_verl.rollout.call_parsing import BfclQwenCalls, ParsedCall
 from env_registry.call_check import CallStatus

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from env_registry.families.bfcl import ground_truth_replay
 from env_registry.store import EnvStore
-from env_registry.validate import Rule, validate_envs
+from env_registry.structure import Rule
+from env_registry.validate import validate_envs
 
 
 def test_bfcl_environments_replay_their_ground_truth_twice_and_pass(bfcl_sample):

@@ -10,7 +10,7 @@ import pytest
 from env_registry.families import bfcl
 from env_registry.families.bfcl_tools import FLOAT_NOTE, parameters_schema
 from env_registry.rows import AGENT_NAME, RowInfo
-from env_registry.validate import Rule, check_structure
+from env_registry.structure import Rule, check_structure
 
 
 def test_all_four_categories_load_with_their_ground_truth():

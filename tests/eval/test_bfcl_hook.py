@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from astra_verl.benchmarks.bfcl_hook import BfclMultiTurnHook, parse_turns
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
-from astra_verl.eval.bfcl_hook import BfclMultiTurnHook, parse_turns
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import HookError

@@ -19,9 +19,15 @@ from pathlib import Path
 import pytest
 
 from astra_foundation.llm import LLMClient, ScriptedBackend
+from astra_verl.benchmarks.bfcl_score import (
+    BfclScoringError,
+    CallStyle,
+    score_episode,
+    step_calls,
+    trainer_sandbox_config,
+)
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval import bfcl_replay
-from astra_verl.eval.bfcl_score import BfclScoringError, CallStyle, score_episode, step_calls, trainer_sandbox_config
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.context import worker_context
@@ -66,7 +72,7 @@ def test_a_prompt_step_read_by_another_parser_is_not_scored_as_bfcl():
 
 
 def test_an_episode_recorded_without_a_call_style_cannot_be_scored():
-    from astra_verl.eval.bfcl_score import decode_episode
+    from astra_verl.benchmarks.bfcl_score import decode_episode
 
     log = EpisodeLog(env_id="e", hook="bfcl_multi_turn", hook_state={"turn_starts": [1]})
     with pytest.raises(BfclScoringError, match="call_style None"):
@@ -107,7 +113,7 @@ def prompt_scenarios(turns) -> dict[str, list[str]]:
         out[label] = texts
     out["malformed_step_first"] = [block('{"name": "' + name + '", "arguments": {'), *out["ground_truth"]]
     gt = out["ground_truth"]
-    whole = {  # the step's whole text rewritten (issue 30's kinds); BFCL decodes the full generated text
+    whole = {  # the step's whole text rewritten (the audit's kinds); BFCL decodes the full generated text
         "no_newlines_inside_tags": gt[k]
         .replace("<tool_call>\n", "<tool_call>")
         .replace("\n</tool_call>", "</tool_call>"),

@@ -9,8 +9,7 @@ import uuid
 import pytest
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool
-from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
-from astra_verl.eval.bfcl_score import (
+from astra_verl.benchmarks.bfcl_score import (
     BfclScoringError,
     call_string,
     check_sandbox_config,
@@ -18,6 +17,7 @@ from astra_verl.eval.bfcl_score import (
     precheck,
     score_episode,
 )
+from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
 from env_registry.call_check import CallStatus
 

@@ -1,4 +1,4 @@
-"""BFCL single-turn on our path agrees with BFCL's own `evaluate_task`, case by case (issue 33).
+"""BFCL single-turn on our path agrees with BFCL's own `evaluate_task`, case by case.
 
 Our path: the request-less half of `bfcl-single` (`Run` with a scripted model answering each
 entry's ground truth, and `bfcl_single.verdict` on a perturbation corpus), BFCL's per-entry

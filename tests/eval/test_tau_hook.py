@@ -10,8 +10,8 @@ import pytest
 from taukit import require_tau_bench
 
 from astra_foundation.llm.fake_server import FakeOpenAIServer, chat_reply
+from astra_verl.benchmarks.tau_hook import OPENING, STOP, TauUserHook, user_system_prompt
 from astra_verl.calls.call_log import CallRecord
-from astra_verl.eval.tau_hook import OPENING, STOP, TauUserHook, user_system_prompt
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, outputs_found, tau_score
 from astra_verl.rollout.hooks import HookError
 from env_registry.call_check import CallStatus

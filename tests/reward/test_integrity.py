@@ -26,7 +26,7 @@ from env_registry.spec import (
     TargetSubQuestion,
     ToolSpec,
 )
-from env_registry.validate import Rule, check_structure
+from env_registry.structure import Rule, check_structure
 
 TEXT, NUMBER = AnswerRule(kind="text"), AnswerRule(kind="numeric")
 

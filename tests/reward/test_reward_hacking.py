@@ -1,4 +1,4 @@
-"""The red-team cases of issue 23 as tests: each exploit policy of `bench/reward_hacking.py`
+"""The red-team cases as tests: each exploit policy of `bench/reward_hacking.py`
 plays procedural environments through `Toolset.execute`, the sandbox and `score_episode`, and
 earns nothing, while the honest policy keeps F1 = 1.
 
@@ -121,7 +121,7 @@ def test_the_plain_rule_pays_the_exploits_our_rule_refuses(played):
     assert sum(plain_hits(env, play, log) for env, play, _, log in played["wrong_modifiers"]) > 0
 
 
-# -- issues 31 and 39: guesses without the measurements, the final answer, natural phrasings ----
+# -- guesses without the measurements, the final answer, natural phrasings ---------------------
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from data_synth.traj.interact import check_call
 from data_synth.traj.records import ToolDoc
 from env_registry.rows import RowInfo, ToolRef
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion
-from env_registry.validate import Rule, check_tool
+from env_registry.structure import Rule, check_tool
 
 PARAMS = {
     "type": "object",

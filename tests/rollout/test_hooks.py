@@ -155,8 +155,8 @@ def test_scripted_turns_one_at_a_time_with_tools():
 def test_one_user_turn_record_for_every_hook():
     """The scripted hook's wire format (tool refs) and BFCL's (bare names of the row's env) are one
     record; each hook delivering every listed turn reports the same count (turns after the prompt's)."""
-    from astra_verl.eval.bfcl_hook import BfclMultiTurnHook
-    from astra_verl.eval.tau_hook import TauUserHook
+    from astra_verl.benchmarks.bfcl_hook import BfclMultiTurnHook
+    from astra_verl.benchmarks.tau_hook import TauUserHook
     from astra_verl.rollout.hooks import TURNS_DELIVERED, TURNS_LISTED
 
     scripted = ["more?", {"content": "and this?", "add_tools": [{"env_id": "e1", "name": "t"}]}]

@@ -8,8 +8,17 @@ import numpy as np
 import pytest
 
 from env_registry import mixing
-from env_registry.mixing import LexicalSimilarity, MixingError, ToolPool, build_mixer, load_pool, shuffle_tools
+from env_registry.mixing import (
+    LexicalSimilarity,
+    MixingCache,
+    MixingError,
+    ToolPool,
+    build_mixer,
+    load_pool,
+    shuffle_tools,
+)
 from env_registry.spec import EnvSpec, Provenance, ScenarioType, SubQuestion
+from env_registry.store import EnvStore
 
 TOPICS = {
     "geography": ["city population", "country capital", "river length", "mountain height"],
@@ -54,12 +63,6 @@ def store(tmp_path_factory, kit):
     return path, specs
 
 
-@pytest.fixture(autouse=True)
-def _fresh_memory_caches():
-    mixing._POOLS.clear()
-    mixing._MODELS.clear()
-
-
 def test_pool_dedups_by_name_and_merges_domains(store):
     path, specs = store
     pool = load_pool(path)
@@ -77,8 +80,7 @@ def test_pool_cache_on_disk_next_to_store(store):
     pool = load_pool(path)
     cache = list((mixing.Path(path).parent / "store.mixing-cache").glob("pool-*.json"))
     assert len(cache) == 1
-    mixing._POOLS.clear()
-    again = load_pool(path)
+    again = load_pool(path)  # no memory cache: read from disk
     assert again.tools == pool.tools
     assert ToolPool.from_json(cache[0].read_text()).tools == pool.tools
 
@@ -112,8 +114,6 @@ def test_random_mode_draws_five_to_nine(store):
 def test_deterministic_for_sample_and_seed(store):
     path, specs = store
     a = build_mixer(path, "banded", seed=1, k=1)
-    mixing._POOLS.clear()
-    mixing._MODELS.clear()
     b = build_mixer(path, "banded", seed=1, k=1)
     assert [a(s, 5) for s in specs] == [b(s, 5) for s in specs]
     assert any(a(s, 5) != a(s, 6) for s in specs)
@@ -178,3 +178,39 @@ def test_pool_json_roundtrip_rejects_other_versions(store):
     bad["version"] = 99
     with pytest.raises(MixingError, match="version"):
         ToolPool.from_json(json.dumps(bad))
+
+
+def test_a_cache_reuses_only_what_the_same_settings_built_and_stays_bounded(store, tmp_path):
+    path, _ = store
+    cache = MixingCache(max_entries=2)
+    a = build_mixer(path, "banded", seed=0, cache=cache)
+    assert build_mixer(path, "banded", seed=5, k=3, cache=cache).similarity is a.similarity  # same pool and model
+    other = build_mixer(path, "banded", seed=0, cache=cache, cache_dir=tmp_path / "other")
+    assert other.pool is not a.pool and other.similarity is not a.similarity  # other settings: built anew
+    assert build_mixer(path, "banded", seed=0).similarity is not a.similarity  # no cache passed: nothing shared
+    build_mixer(path, "banded", seed=0, cache=cache, cache_dir=tmp_path / "third")
+    assert len(cache.pools) == len(cache.models) == 2
+    assert build_mixer(path, "banded", seed=0, cache=cache).similarity is not a.similarity  # the oldest went
+
+
+def test_a_store_opened_by_location_is_closed_when_the_mixer_is_built(store, monkeypatch):
+    path, _ = store
+    opened, closed = [], []
+    real_open, real_close = EnvStore.open.__func__, EnvStore.close
+
+    def open_(cls, *args, **kwargs):
+        opened.append(real_open(cls, *args, **kwargs))
+        return opened[-1]
+
+    def close(self):
+        closed.append(self)
+        real_close(self)
+
+    monkeypatch.setattr(EnvStore, "open", classmethod(open_))
+    monkeypatch.setattr(EnvStore, "close", close)
+    monkeypatch.setattr(EnvStore, "__del__", lambda self: None)  # only an explicit close counts
+    mixer = build_mixer(path, "banded", seed=0)
+    assert opened and [id(s) for s in closed] == [id(s) for s in opened] and mixer.pool.tools
+    with EnvStore.open(path) as mine:  # a store the caller passes stays open: it is the caller's
+        build_mixer(mine, "random", seed=0)
+        assert mine not in closed

@@ -14,8 +14,8 @@ import pytest
 from taukit import require_tau_bench
 
 from astra_foundation.sandbox import SandboxPool
+from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import EpisodeLog, Termination
-from astra_verl.eval.tau_reward import parse_target, score_episode
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from env_registry.call_check import CallStatus
 

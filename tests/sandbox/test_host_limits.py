@@ -1,4 +1,4 @@
-"""Memory, host metadata and what a session may import (issue 37, 3-8), on both backends:
+"""Memory, host metadata and what a session may import, on both backends:
 memfd memory outside RLIMIT_AS, inotify/fanotify on host paths, timestamps and xattrs written to
 host files, the compile cache keyed by an ambiguous digest, lone surrogates in tool source, and
 the interpreter's site-packages reachable beside its standard library."""

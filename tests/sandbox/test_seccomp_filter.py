@@ -48,7 +48,7 @@ def test_filter_decisions(machine):
     assert run_bpf(prog, table["clone3"], arch) == ENOSYS
     for name in ("socket", "socketpair", "execve", "ptrace", "unshare", "mount", "bpf", "io_uring_setup", "setuid"):
         assert run_bpf(prog, table[name], arch) == EPERM, name
-    # issue 37: memory outside RLIMIT_AS, host file activity, host metadata writes
+    # memory outside RLIMIT_AS, host file activity, host metadata writes
     for name in ("memfd_create", "memfd_secret", "inotify_init1", "inotify_add_watch", "fanotify_init"):
         assert run_bpf(prog, table[name], arch) == EPERM, name
     for name in ("fanotify_mark", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr"):

@@ -49,8 +49,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord
-from astra_verl.eval.bfcl_score import CallStyle, step_calls
 from astra_verl.rollout.hooks import (
     EnvironmentHook,
     EpisodeView,

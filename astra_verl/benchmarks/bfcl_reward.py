@@ -26,9 +26,9 @@ from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
+from astra_verl.benchmarks import bfcl_hook
+from astra_verl.benchmarks.bfcl_score import check_sandbox_config, score_episode, trainer_sandbox_config
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.eval import bfcl_hook
-from astra_verl.eval.bfcl_score import check_sandbox_config, score_episode, trainer_sandbox_config
 from astra_verl.reward.sample import (
     RewardInputError,
     last_outputs,

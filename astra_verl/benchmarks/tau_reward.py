@@ -24,8 +24,8 @@ from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from astra_foundation.sandbox import Module, Program, Sandbox
+from astra_verl.benchmarks import tau_hook
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.eval import tau_hook
 from astra_verl.reward.sample import RewardInputError, last_outputs, parse_ground_truth, read_sample, require_rule_based
 from astra_verl.reward.settings import RewardSettings
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, tau_score
@@ -99,7 +99,7 @@ class AstraTauRewardManager(RewardManagerBase):
         super().__init__(config, tokenizer, compute_score)
         require_rule_based(config, NAME)
         # Lazy: the trainer's sandbox settings reader lives with the BFCL scorer.
-        from astra_verl.eval.bfcl_score import trainer_sandbox_config
+        from astra_verl.benchmarks.bfcl_score import trainer_sandbox_config
 
         self.sandbox_config = trainer_sandbox_config(config)
         missing = [p for p in tau.SANDBOX["packages"] if p not in self.sandbox_config.packages]
