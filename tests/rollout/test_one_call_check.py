@@ -17,7 +17,7 @@ from astra_foundation.llm.types import ToolCall
 from astra_foundation.sandbox import SandboxConfig, SandboxPool
 from astra_verl.eval.chat_rollout import parsed_call
 from astra_verl.rollout.toolset import ToolCatalog
-from data_synth.pipeline import StepContext, process_one
+from data_synth.pipeline import process_one
 from data_synth.traj import steps as S
 from data_synth.traj.interact import InteractConfig
 from data_synth.traj.records import ScoredTask, Scores, Server, Source, Task, ToolDoc
@@ -68,9 +68,10 @@ def synthesis(counter, failure: str) -> list[tuple[str, CallStatus]]:
             return json.dumps({"status": "error", "result": failure})
         return json.dumps({"status": "ok", "result": {"count": 2}})
 
-    ctx = StepContext(
+    ctx = S.TrajContext(
         llm=build_client(LLMConfig(max_retries=0), responder=simulator),
-        extra={"servers": {"tally": server}, "agent": build_client(LLMConfig(max_retries=0), responder=agent)},
+        servers={"tally": server},
+        agent=build_client(LLMConfig(max_retries=0), responder=agent),
     )
     env = asyncio.run(process_one(S.InteractStep(InteractConfig(failure_rate=0.0)), item, ctx))
     assert env.status == "ok", env.detail
