@@ -84,10 +84,15 @@ class TauEvalConfig(StrictModel):
         return self.label or (self.model if self.base_url else checkpoint_name(self.model_path))
 
 
-def sandbox_overrides() -> list[str]:
-    """The `astra.sandbox` settings τ-bench's tools need (`tau.SANDBOX`), as Hydra overrides."""
+def tau_overrides() -> list[str]:
+    """τ-bench's settings as Hydra overrides (the run's `--override`s come after and win): the
+    `astra.sandbox` settings its tools need (`tau.SANDBOX`), and its episode limits (its
+    `max_num_steps` default, 30 agent turns; the user, not a count, ends the conversation), which
+    the CPU recipe's 4 assistant turns would otherwise cut short."""
     s = tau.SANDBOX
     return [
+        "++actor_rollout_ref.rollout.multi_turn.max_assistant_turns=30",
+        "++actor_rollout_ref.rollout.multi_turn.max_user_turns=null",
         f"++astra.sandbox.packages=[{','.join(s['packages'])}]",
         f"++astra.sandbox.preload=[{','.join(s['preload'])}]",
         f"++astra.sandbox.memory_mb={s['memory_mb']}",
@@ -122,7 +127,7 @@ class TauEvaluation:
             model=cfg.model,
             api_key_env=cfg.api_key_env,
             recipe=cfg.recipe,
-            overrides=[*sandbox_overrides(), *cfg.overrides],
+            overrides=[*tau_overrides(), *cfg.overrides],
             temperature=cfg.temperature,
             n=cfg.n,
             concurrency=cfg.concurrency,
