@@ -68,9 +68,11 @@ class FakeOpenAIServer:
         port: int = 0,
         models: Sequence[str] = ("fake",),
         api_key: str | None = None,
+        max_model_len: int | None = None,
     ):
         self.handler = handler
         self.models = list(models)
+        self.max_model_len = max_model_len  # when set, listed with each model, as vLLM lists its context
         self.api_key = api_key  # when set, a request without `Bearer <api_key>` gets a 401
         self.host = host
         self.port = port
@@ -102,8 +104,12 @@ class FakeOpenAIServer:
 
     async def _models(self, request: web.Request) -> web.StreamResponse:
         return self._refused(request) or web.json_response(
-            {"object": "list", "data": [{"id": m, "object": "model"} for m in self.models]}
+            {"object": "list", "data": [self._entry(m) for m in self.models]}
         )
+
+    def _entry(self, model: str) -> dict[str, Any]:
+        extra = {} if self.max_model_len is None else {"max_model_len": self.max_model_len}
+        return {"id": model, "object": "model", **extra}
 
     async def start(self) -> str:
         app = web.Application(client_max_size=64 * 1024 * 1024)

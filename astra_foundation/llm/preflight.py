@@ -22,7 +22,7 @@ import httpx
 from astra_foundation.llm.config import LLMConfig, LLMSettingsError, load_responder
 from astra_foundation.llm.scripted import load_rules
 
-__all__ = ["LLMFlags", "PreflightError", "list_models", "preflight"]
+__all__ = ["LLMFlags", "PreflightError", "list_models", "model_entries", "preflight"]
 
 PREFLIGHT_TIMEOUT_S = 10.0
 
@@ -50,6 +50,11 @@ def _get(url: str, headers: dict[str, str], timeout_s: float) -> httpx.Response:
 
 def list_models(base_url: str, *, api_key_env: str | None, flags: LLMFlags, timeout_s: float) -> list[str]:
     """The model ids `base_url` serves; PreflightError when it cannot be asked."""
+    return [str(m["id"]) for m in model_entries(base_url, api_key_env=api_key_env, flags=flags, timeout_s=timeout_s)]
+
+
+def model_entries(base_url: str, *, api_key_env: str | None, flags: LLMFlags, timeout_s: float) -> list[dict]:
+    """The entries of `base_url`'s model list (each has an `id`; vLLM adds `max_model_len`)."""
     url = f"{base_url.rstrip('/')}/models"
     key = os.environ.get(api_key_env) if api_key_env else None
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -79,7 +84,9 @@ def list_models(base_url: str, *, api_key_env: str | None, flags: LLMFlags, time
         raise PreflightError(f"{url}: HTTP {r.status_code}: {r.text[:200]!r}")
     try:
         data = r.json()["data"]
-        return [str(m["id"]) for m in data]
+        if not all(isinstance(m, dict) and "id" in m for m in data):
+            raise TypeError("an entry without an id")
+        return list(data)
     except (json.JSONDecodeError, KeyError, TypeError):
         raise PreflightError(
             f"{url}: the answer is not an OpenAI model list ({r.text[:120]!r}); is {base_url} an "

@@ -180,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     bfcl_single_cli.add_parser(sub)  # BFCL single-turn: declared there, heavy imports inside the command
     tau_cli.add_parser(sub)
     tau_cli.add_export_parser(sub)
+    tau_cli.add_report_parser(sub)
     return parser
 
 
@@ -437,6 +438,7 @@ COMMANDS = {
     "bfcl-single": lambda args: bfcl_single_cli.cmd_single(args),
     "tau": tau_cli.cmd_tau,
     "tau-export": tau_cli.cmd_export,
+    "tau-report": tau_cli.cmd_report,
 }
 
 

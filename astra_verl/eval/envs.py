@@ -28,7 +28,7 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -251,6 +251,36 @@ def reward_manager(config: DictConfig, tokenizer: Any) -> AstraRewardManager:
 # -- running ----------------------------------------------------------------------------------
 
 
+async def fan_out(
+    todo: Sequence[tuple[int, int]],
+    episode: Callable[[int, int], Awaitable[Any]],
+    on_done: Callable[[Any], None],
+    *,
+    concurrency: int,
+    owner: Any,
+) -> None:
+    """`on_done(await episode(i, k))` for each (row, sample) of `todo`, `concurrency` at a time; then
+    the episodes left are cancelled (a failure propagates after the finished ones were handed over)
+    and `owner`'s token server (if this process's: hf_cpu's or an endpoint client) and rollout
+    context (sandbox pool) are closed. Shared by `eval envs` and `eval tau`."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, k: int) -> None:
+        async with gate:
+            on_done(await episode(i, k))
+
+    tasks = [asyncio.ensure_future(one(i, k)) for i, k in todo]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if isinstance(owner.server, HFRolloutServer | EndpointServer):
+            await owner.server.aclose()
+        await owner.context.aclose()
+
+
 class EnvEvaluation:
     """The episodes of one run: `run()` evaluates every (row, sample) not yet in the results file."""
 
@@ -322,22 +352,7 @@ class EnvEvaluation:
         )
 
     async def _run(self, todo: Sequence[tuple[int, int]], on_done: Callable[[EnvEpisode], None]) -> None:
-        gate = asyncio.Semaphore(self.cfg.concurrency)
-
-        async def one(i: int, k: int) -> None:
-            async with gate:
-                on_done(await self.episode(i, k))
-
-        tasks = [asyncio.ensure_future(one(i, k)) for i, k in todo]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if isinstance(self.server, HFRolloutServer | EndpointServer):
-                await self.server.aclose()
-            await self.context.aclose()
+        await fan_out(todo, self.episode, on_done, concurrency=self.cfg.concurrency, owner=self)
 
     def run(self) -> ResultsFile:
         """Run what is left; any failure propagates after the finished episodes are written."""

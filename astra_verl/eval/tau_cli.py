@@ -1,4 +1,4 @@
-"""The flags of `python -m astra_verl.eval tau` and `tau-export`, apart from their commands
+"""The flags of `python -m astra_verl.eval tau`, `tau-export` and `tau-report`, apart from their commands
 (`astra_verl.eval.tau_eval`, which loads transformers, verl and the sandbox): `--help` answers
 without them (tests/test_cli_help.py)."""
 
@@ -33,7 +33,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--domain", required=True, choices=["retail", "airline"])
     p.add_argument("--split", default="test", help="retail: train, dev, test; airline: test (default test)")
     p.add_argument("--model-path", required=True, help="a checkpoint (served by hf_cpu; with --base-url its tokenizer)")
-    add_llm_arguments(p, what="optional: an endpoint serving the policy", only=("base-url", "model"), from_env=False)
+    add_llm_arguments(
+        p, what="optional: an endpoint serving the policy", only=("base-url", "model", "api-key-env"), from_env=False
+    )
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
     _user_endpoint(p)
     p.add_argument("--out", default=None, help="output folder (default runs/eval_tau/<policy>_<domain>_<split>)")
@@ -63,6 +65,24 @@ def add_export_parser(sub: Any) -> None:
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
     _user_endpoint(p)
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+
+
+def add_report_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "tau-report",
+        help="one table and plot over several `eval tau` runs (a row per domain and split)",
+        description="Read the results.jsonl of each `eval tau` run directory and print pass^k, the database "
+        "match, required outputs, calls, user turns and seconds per episode per domain/split; write the plot.",
+    )
+    p.add_argument("runs", nargs="+", help="`eval tau` run directories")
+    p.add_argument("--plot", default="runs/eval_tau/tau.png", help="the plot's path (default runs/eval_tau/tau.png)")
+    p.add_argument("--title", default="", help="the table's and plot's title (default: the policies)")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from astra_verl.eval import tau_eval
+
+    return tau_eval.cmd_report(args)
 
 
 def cmd_tau(args: argparse.Namespace) -> int:

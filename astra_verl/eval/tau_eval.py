@@ -14,10 +14,8 @@ task's successes (reward 1) among its n samples, for k = 1..n.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 import time
-from math import comb
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,19 +28,19 @@ from astra_foundation.clikit import UsageError
 from astra_foundation.strict import SettingsError, StrictModel
 from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.eval.endpoint import EndpointServer
+from astra_verl.eval import tau_preflight, tau_report
 from astra_verl.eval.envs import (
     EnvEvalConfig,
     checkpoint_name,
     endpoint_server,
     episode_kwargs,
+    fan_out,
     load_rows,
     local_server,
     sampling_params,
     trainer_config,
 )
 from astra_verl.eval.results import ResultsFile
-from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import make_loop
 from env_registry.families import tau, tau_rows
@@ -86,10 +84,15 @@ class TauEvalConfig(StrictModel):
         return self.label or (self.model if self.base_url else checkpoint_name(self.model_path))
 
 
-def sandbox_overrides() -> list[str]:
-    """The `astra.sandbox` settings τ-bench's tools need (`tau.SANDBOX`), as Hydra overrides."""
+def tau_overrides() -> list[str]:
+    """τ-bench's settings as Hydra overrides (the run's `--set`s come after and win): the
+    `astra.sandbox` settings its tools need (`tau.SANDBOX`), and its episode limits (its
+    `max_num_steps` default, 30 agent turns; the user, not a count, ends the conversation), which
+    the CPU recipe's 4 assistant turns would otherwise cut short."""
     s = tau.SANDBOX
     return [
+        "++actor_rollout_ref.rollout.multi_turn.max_assistant_turns=30",
+        "++actor_rollout_ref.rollout.multi_turn.max_user_turns=null",
         f"++astra.sandbox.packages=[{','.join(s['packages'])}]",
         f"++astra.sandbox.preload=[{','.join(s['preload'])}]",
         f"++astra.sandbox.memory_mb={s['memory_mb']}",
@@ -98,10 +101,10 @@ def sandbox_overrides() -> list[str]:
     ]
 
 
-def rows_path(cfg: TauEvalConfig) -> Path:
+def rows_path(cfg: TauEvalConfig, *, build: bool = True) -> Path:
     """The run's rows, built on first use (a resumed run reads them back)."""
     path = cfg.out / "rows" / f"{cfg.domain}_{cfg.split}.parquet"
-    if not path.exists():
+    if build and not path.exists():
         user = tau_rows.UserConfig(user=cfg.user, base_url=cfg.user_base_url, model=cfg.user_model)
         count = len(tau.load_tasks(cfg.domain, cfg.split))
         indices = range(min(count, cfg.limit or count))
@@ -112,9 +115,10 @@ def rows_path(cfg: TauEvalConfig) -> Path:
 class TauEvaluation:
     """The episodes of one run: `run()` evaluates every (task, sample) not yet in the results file."""
 
-    def __init__(self, cfg: TauEvalConfig, *, server: Any = None, progress: bool = True):
+    def __init__(self, cfg: TauEvalConfig, *, server: Any = None, progress: bool = True, preflight: bool = False):
+        """`preflight`: check the endpoints and the domain's fit (`tau_preflight`) before building the rows."""
         self.cfg = cfg
-        data = rows_path(cfg)
+        data = rows_path(cfg, build=False)
         env_cfg = EnvEvalConfig(
             data=data,
             out=cfg.out,
@@ -123,7 +127,7 @@ class TauEvaluation:
             model=cfg.model,
             api_key_env=cfg.api_key_env,
             recipe=cfg.recipe,
-            overrides=[*sandbox_overrides(), *cfg.overrides],
+            overrides=[*tau_overrides(), *cfg.overrides],
             temperature=cfg.temperature,
             n=cfg.n,
             concurrency=cfg.concurrency,
@@ -131,8 +135,10 @@ class TauEvaluation:
         self.env_cfg = env_cfg
         self.config = trainer_config(env_cfg)
         self.tokenizer = AutoTokenizer.from_pretrained(cfg.model_path)
-        self.model_type = AutoConfig.from_pretrained(cfg.model_path).model_type
-        self.rows = load_rows(data, cfg.limit)
+        model_config = AutoConfig.from_pretrained(cfg.model_path)
+        self.model_type = model_config.model_type
+        self.prompt_tokens = tau_preflight.check(cfg, self.config, self.tokenizer, model_config) if preflight else None
+        self.rows = load_rows(rows_path(cfg), cfg.limit)
         self.params = sampling_params(self.config, env_cfg)
         self.results = ResultsFile(cfg.out / "results.jsonl", RESULTS_VERSION)
         self.server = server
@@ -166,62 +172,36 @@ class TauEvaluation:
             "elapsed_s": round(time.perf_counter() - t0, 3),
         }
 
-    async def _run(self, todo: list[tuple[int, int]], bar: Any) -> None:
-        gate = asyncio.Semaphore(self.cfg.concurrency)
-
-        async def one(i: int, k: int) -> None:
-            async with gate:
-                self.results.append(await self.episode(i, k))
-                bar.update(1)
-
-        tasks = [asyncio.ensure_future(one(i, k)) for i, k in todo]
-        try:
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            if isinstance(self.server, HFRolloutServer | EndpointServer):
-                await self.server.aclose()
-            await self.context.aclose()
-
     def run(self) -> list[dict[str, Any]]:
         """Run what is left; any failure propagates after the finished episodes are written."""
         todo = self.todo()
         bar = tqdm(total=len(todo), desc=f"eval tau {self.cfg.domain}", unit="episode", disable=not self.progress)
+        passed = {"reward": 0.0, "n": 0}
+
+        def on_done(record: dict[str, Any]) -> None:
+            self.results.append(record)
+            passed["reward"] += record["reward"] == 1.0
+            passed["n"] += 1
+            bar.update(1)
+            bar.set_postfix(passed=f"{passed['reward']:.0f}/{passed['n']}")
+
+        fan = fan_out(todo, self.episode, on_done, concurrency=self.cfg.concurrency, owner=self)
         try:
-            get_event_loop().run_until_complete(self._run(todo, bar))
+            get_event_loop().run_until_complete(fan)
         finally:
             bar.close()
         keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
         return [r for key, r in self.results.records.items() if key in keys]
 
 
-def pass_hat_k(records: list[dict[str, Any]], n: int) -> dict[int, float]:
-    """τ-bench's pass^k for k = 1..n over tasks with all n samples scored."""
-    by_task: dict[str, list[float]] = {}
-    for r in records:
-        by_task.setdefault(r["task"], []).append(float(r["reward"]))
-    complete = [rs for rs in by_task.values() if len(rs) == n]
-    if not complete:
-        return {}
-    return {
-        k: sum(comb(sum(1 for x in rs if x == 1.0), k) / comb(n, k) for rs in complete) / len(complete)
-        for k in range(1, n + 1)
-    }
-
-
-def format_table(cfg: TauEvalConfig, records: list[dict[str, Any]]) -> str:
-    scores = pass_hat_k(records, cfg.n)
-    tasks = len({r["task"] for r in records})
-    lines = [
-        f"τ-bench {cfg.domain}/{cfg.split}: {cfg.name}, user {cfg.user} {cfg.user_model}".rstrip(),
-        f"{tasks} tasks x {cfg.n} samples ({len(records)} episodes)",
-        "| k | pass^k |",
-        "|---|---|",
-        *(f"| {k} | {v:.3f} |" for k, v in scores.items()),
-    ]
-    return "\n".join(lines)
+def report(cfg: TauEvalConfig, records: list[dict[str, Any]]) -> tuple[str, Path]:
+    """The run's table (also `<out>/table.txt`) and plot (`<out>/tau.png`)."""
+    scores = tau_report.summarize(records, cfg.n)
+    user = f"{cfg.user} user {cfg.user_model}".strip()
+    title = f"τ-bench: {cfg.name}, {user}, T={cfg.temperature if cfg.temperature is not None else 'val_kwargs'}"
+    table = tau_report.format_table(scores, title)
+    (cfg.out / "table.txt").write_text(table + "\n")
+    return table, tau_report.plot(scores, title, cfg.out / "tau.png")
 
 
 # -- the command ------------------------------------------------------------------------------
@@ -238,6 +218,7 @@ def cmd_tau(args: argparse.Namespace) -> int:
             model_path=args.model_path,
             base_url=args.base_url,
             model=args.model,
+            api_key_env=args.api_key_env,
             user=args.user,
             user_base_url=args.user_base_url,
             user_model=args.user_model,
@@ -249,15 +230,36 @@ def cmd_tau(args: argparse.Namespace) -> int:
             limit=args.limit,
             label=args.label,
         )
-        evaluation = TauEvaluation(cfg, progress=not args.quiet)
+        evaluation = TauEvaluation(cfg, progress=not args.quiet, preflight=True)
     except SettingsError as exc:
         raise UsageError(str(exc)) from None  # it names its section, "eval tau"
     except tau.TauDataError as exc:
         raise UsageError(f"eval tau: {exc}") from None
-    print(f"eval tau: {len(evaluation.rows)} tasks x {cfg.n}; run dir {cfg.out}", file=sys.stderr)
-    table = format_table(cfg, evaluation.run())
-    (cfg.out / "table.txt").write_text(table + "\n")
+    print(
+        f"eval tau: {len(evaluation.rows)} tasks x {cfg.n}; {cfg.domain} prompt {evaluation.prompt_tokens} tokens; "
+        f"run dir {cfg.out}",
+        file=sys.stderr,
+    )
+    t0 = time.perf_counter()
+    records = evaluation.run()
+    table, plot = report(cfg, records)
     print(table)
+    print(f"plot: {plot}; {len(records)} episodes, {time.perf_counter() - t0:.0f} s this run")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """One table and plot over the results of several `eval tau` runs (a row per domain/split)."""
+    records: list[dict[str, Any]] = []
+    for run in args.runs:
+        path = Path(run) / "results.jsonl"
+        if not path.is_file():
+            raise UsageError(f"eval tau-report: {path}: no such file; pass `eval tau` run directories")
+        records += ResultsFile(path, RESULTS_VERSION).records.values()
+    scores = tau_report.summarize(records)
+    title = args.title or f"τ-bench: {', '.join(sorted({str(r['policy']) for r in records}))}"
+    print(tau_report.format_table(scores, title))
+    print(f"plot: {tau_report.plot(scores, title, Path(args.plot))}")
     return 0
 
 

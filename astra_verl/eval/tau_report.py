@@ -1,0 +1,127 @@
+"""The table and the plot of `eval tau` runs (pure summaries of their results records).
+
+One row per domain and split (a record's task is `<domain>/<split>/<index>`), so the runs of
+several domains (`python -m astra_verl.eval tau-report RUN_DIR...`) read as one table:
+
+    tasks     tasks with all n samples scored (pass^k counts only those)
+    pass^k    τ-bench's: the mean over tasks of C(c, k) / C(n, k), c of the task's n samples with reward 1
+    db        share of episodes whose database equals the gold actions' (τ-bench's r_actions)
+    outputs   share of episodes that told the user every required output (r_outputs; 1 when none)
+    calls     tool calls per episode;  user   user turns per episode
+    stop      share of episodes the user ended (`###STOP###`); the rest: a transfer, the turn or
+              token limit
+    s/ep      seconds per episode (wall time of the episode, concurrent episodes overlapping)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from math import comb
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DomainScore:
+    name: str  # "<domain>/<split>"
+    tasks: int
+    samples: int  # n: samples per task
+    episodes: int
+    pass_hat: dict[int, float]
+    db: float
+    outputs: float
+    calls: float
+    user_turns: float
+    stopped: float
+    seconds: float
+
+
+def pass_hat_k(records: Iterable[dict[str, Any]], n: int) -> dict[int, float]:
+    """τ-bench's pass^k for k = 1..n over tasks with all n samples scored."""
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for r in records:
+        by_task[r["task"]].append(float(r["reward"]))
+    complete = [rs for rs in by_task.values() if len(rs) == n]
+    if not complete:
+        return {}
+    return {
+        k: sum(comb(sum(1 for x in rs if x == 1.0), k) / comb(n, k) for rs in complete) / len(complete)
+        for k in range(1, n + 1)
+    }
+
+
+def group_of(record: dict[str, Any]) -> str:
+    """`retail/test/3` -> `retail/test`."""
+    return record["task"].rsplit("/", 1)[0]
+
+
+def _mean(records: Sequence[dict[str, Any]], key: str) -> float:
+    return sum(float(r.get(key, 0.0)) for r in records) / max(1, len(records))
+
+
+def score_domain(name: str, records: Sequence[dict[str, Any]], n: int | None = None) -> DomainScore:
+    """`n`: the samples per task (default: the most any task of `records` has)."""
+    per_task: dict[str, int] = defaultdict(int)
+    for r in records:
+        per_task[r["task"]] += 1
+    n = n or max(per_task.values(), default=1)
+    return DomainScore(
+        name=name,
+        tasks=sum(1 for c in per_task.values() if c == n),
+        samples=n,
+        episodes=len(records),
+        pass_hat=pass_hat_k(records, n),
+        db=_mean(records, "tau_r_actions"),
+        outputs=_mean(records, "tau_r_outputs"),
+        calls=_mean(records, "tau_calls"),
+        user_turns=_mean(records, "tau_user_turns"),
+        stopped=sum(r.get("ended_by") == "user_stop" for r in records) / max(1, len(records)),
+        seconds=_mean(records, "elapsed_s"),
+    )
+
+
+def summarize(records: Iterable[dict[str, Any]], n: int | None = None) -> list[DomainScore]:
+    """A `DomainScore` per domain/split, sorted by name."""
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[group_of(r)].append(r)
+    return [score_domain(name, groups[name], n) for name in sorted(groups)]
+
+
+def format_table(scores: Sequence[DomainScore], title: str) -> str:
+    ks = sorted({k for s in scores for k in s.pass_hat})
+    head = ["domain", "tasks", "n", *(f"pass^{k}" for k in ks), "db", "outputs", "calls", "user", "stop", "s/ep"]
+    lines = [title, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in scores:
+        passes = [f"{s.pass_hat[k]:.3f}" if k in s.pass_hat else "-" for k in ks]
+        cells = [s.name, str(s.tasks), str(s.samples), *passes]
+        cells += [f"{s.db:.3f}", f"{s.outputs:.3f}", f"{s.calls:.2f}", f"{s.user_turns:.2f}", f"{s.stopped:.2f}"]
+        lines.append("| " + " | ".join([*cells, f"{s.seconds:.1f}"]) + " |")
+    return "\n".join(lines)
+
+
+def plot(scores: Sequence[DomainScore], title: str, path: Path) -> Path:
+    """pass^k per domain (one bar per k), with the database-match share beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on training machines
+    import matplotlib.pyplot as plt
+
+    ks = sorted({k for s in scores for k in s.pass_hat})
+    width = 0.8 / (len(ks) + 1)
+    fig, ax = plt.subplots(figsize=(max(4.0, 2.2 * len(scores)), 3.6))
+    xs = range(len(scores))
+    for j, k in enumerate(ks):
+        ax.bar([x + j * width for x in xs], [s.pass_hat.get(k, 0.0) for s in scores], width, label=f"pass^{k}")
+    ax.bar([x + len(ks) * width for x in xs], [s.db for s in scores], width, label="database = gold")
+    ax.set_xticks([x + width * len(ks) / 2 for x in xs], [f"{s.name}\n({s.tasks} tasks x {s.samples})" for s in scores])
+    ax.set_ylim(0, 1)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
