@@ -240,7 +240,7 @@ set -e
 # the trained actor on the same test tasks, τ-bench's 30 agent turns, served by hf_cpu on the CPU
 set +e
 "$PY" -m astra_verl.eval tau --domain retail --split test --model-path "$TAU_CKPT" --limit "$TAU_TASKS" \
-    "${TAU_USER[@]}" --override data.max_prompt_length=5120 --override data.max_response_length=3072 \
+    "${TAU_USER[@]}" --set data.max_prompt_length=5120 --set data.max_response_length=3072 \
     --label tau_grpo --out "$RUN_DIR/eval_tau" -q 2>&1 | tee "$RUN_DIR/eval_tau.log"
 tau_status=${PIPESTATUS[0]}
 set -e

@@ -54,7 +54,7 @@ def check_fit(
     if prompt > prompt_length:
         raise PreflightError(
             f"τ-bench {domain}: its prompt (policy + tool schemas) is {prompt} tokens, over the rollout's "
-            f"prompt_length {prompt_length}; pass --override data.max_prompt_length=N with N >= {prompt} plus "
+            f"prompt_length {prompt_length}; pass --set data.max_prompt_length=N with N >= {prompt} plus "
             "the user's first message"
             + (f" (and N + data.max_response_length <= {context}, the context of {where})" if context else "")
         )
@@ -62,7 +62,7 @@ def check_fit(
         raise PreflightError(
             f"τ-bench {domain}: prompt_length {prompt_length} + response_length {response_length} = "
             f"{prompt_length + response_length} tokens, over the context of {where} ({context}); a long episode would "
-            f"fail mid-run: pass --override data.max_prompt_length=P --override data.max_response_length=R with "
+            f"fail mid-run: pass --set data.max_prompt_length=P --set data.max_response_length=R with "
             f"{prompt} < P and P + R <= {context}"
         )
 

@@ -141,7 +141,7 @@ def _overrides() -> list[str]:
             4096,
             512,
             8192,
-            "4543 tokens, over the rollout's prompt_length 4096; pass --override data.max_prompt_length=N",
+            "4543 tokens, over the rollout's prompt_length 4096; pass --set data.max_prompt_length=N",
         ),
         (
             4543,
