@@ -4,12 +4,15 @@ closing pointer to TensorBoard is checked against the event files verl wrote, an
 
 from __future__ import annotations
 
+import json
 import math
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from astra_verl.demo import DemoError, check_tensorboard, py, run
-from astra_verl.demo_report import paired_rise, per_env_scores, rise_line
+from astra_verl.demo_report import golden_response_tokens, paired_rise, per_env_scores, rise_line
 
 # What Ray's log prefixes and verl's console look like on a terminal.
 COLOURED = "print('\\x1b[36m(TaskRunner pid=7)\\x1b[0m step:1 - \\x1b[1;32mreward\\x1b[0m:0.5\\x1b[?25h')"
@@ -75,3 +78,33 @@ def test_the_rise_needs_shared_environments_and_one_pass():
     assert paired_rise({"a": 0.0}, {"a": 1.0}).inside_noise  # one environment has no noise estimate
     with pytest.raises(ValueError, match="holds the prompt twice"):
         per_env_scores(_rows({"a": 0.0}) * 2)
+
+
+def _sft_row(result: str, recovery: str = "") -> dict:
+    call = {"id": "call_0", "type": "function", "function": {"name": "get_area", "arguments": '{"city": "Paris"}'}}
+    schema = {"type": "function", "function": {"name": "get_area", "description": "area", "parameters": {}}}
+    return {
+        "messages": [
+            {"role": "user", "content": "What is the area of Paris?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": result, "tool_call_id": "call_0", "name": "get_area"},
+            {"role": "assistant", "content": "105.4"},
+        ],
+        "tools": json.dumps([schema]),
+        "recovery": recovery,
+    }
+
+
+def test_golden_response_tokens_count_the_calls_and_results_a_solved_episode_needs(tmp_path, tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    long_result = json.dumps({"area": [round(0.1 * i, 1) for i in range(200)]})  # a year-of-numbers tool
+    rows = [_sft_row('{"area": 105.4}'), _sft_row(long_result), _sft_row('{"area": 105.4}', "malformed")]
+    path = tmp_path / "sft.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    short, long = golden_response_tokens(path, tiny_model_dir)  # the recovery row is not counted
+    tok = AutoTokenizer.from_pretrained(str(tiny_model_dir))
+    extra = len(tok(long_result)["input_ids"]) - len(tok('{"area": 105.4}')["input_ids"])
+    assert abs((long - short) - extra) <= 2  # the results differ only in content (tokens may merge at edges)
+    assert short > len(tok("105.4")["input_ids"]) + len(tok('{"area": 105.4}')["input_ids"])
+    assert long > 512  # such an environment cannot be solved within the demo's budget
