@@ -38,7 +38,7 @@ from pathlib import Path
 from astra_verl.demo_report import golden_response_tokens, paired_rise, per_env_scores, rise_line
 from astra_verl.sandbox import describe_isolation
 
-STAGE_TIMEOUT_S = 900
+STAGE_TIMEOUT_S = 900  # per stage; ASTRA_DEMO_STAGE_TIMEOUT_S overrides it (a loaded machine needs longer)
 RESPONSE_BUDGET = 512  # tokens of one episode's response: assistant turns and the tool results they see
 # Environments whose golden episodes fit the response budget: a climate tool returns a year of numbers
 # and parallel chains add results side by side, so their episodes can overflow 512 tokens and cannot
@@ -61,18 +61,31 @@ def run(
     cwd: Path,
     env: dict[str, str] | None = None,
     log: Path | None = None,
-    timeout: float = STAGE_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> str:
     """Run one stage's command; its output goes to `log` (and is returned); a failure shows the tail."""
     full_env = {**os.environ, "VERL_PLATFORM": "cpu", "PYTHONUNBUFFERED": "1", **(env or {})}
     print("$ " + " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    timeout = timeout or float(os.environ.get("ASTRA_DEMO_STAGE_TIMEOUT_S", STAGE_TIMEOUT_S))
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        if log is not None:
+            log.write_text(ANSI_CODES.sub("", _text(exc.stdout) + _text(exc.stderr)))
+        raise DemoError(
+            f"stage ran past {timeout:.0f} s and was stopped (a loaded machine: set ASTRA_DEMO_STAGE_TIMEOUT_S); "
+            f"log: {log}"
+        ) from None
     out = ANSI_CODES.sub("", proc.stdout + proc.stderr)  # Ray colours its log prefixes; logs are plain text
     if log is not None:
         log.write_text(out)
     if proc.returncode != 0:
         raise DemoError(f"stage failed (exit {proc.returncode}); last lines:\n{out[-4000:]}\nfull log: {log}")
     return out
+
+
+def _text(out: str | bytes | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else out or ""
 
 
 def py(*args: str) -> list[str]:

@@ -19,6 +19,7 @@ import concurrent.futures
 import contextlib
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,9 +35,10 @@ def summarize(rises: list[float]) -> tuple[float, float, int]:
     return mean, se, sum(r > 0 for r in rises)
 
 
-def run_seed(seed: int, out: Path, demo_args: list[str]) -> dict | str:
+def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -> dict | str:
     """The seed's row, or why its demo failed (a string: one failed seed does not end the others)."""
     log = out / f"seed{seed}.log"
+    os.environ["ASTRA_DEMO_STAGE_TIMEOUT_S"] = str(stage_timeout)  # this seed's process only
     t0 = time.perf_counter()
     with log.open("w") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
         try:
@@ -64,6 +66,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (default 0,1,2,3,4)")
     p.add_argument("--out", default="runs/demo_rise", help="working folder (default runs/demo_rise)")
     p.add_argument("--jobs", type=int, default=1, help="seeds run at a time (default 1)")
+    p.add_argument(
+        "--stage-timeout",
+        type=float,
+        default=3600,
+        help="seconds a demo stage may take (default 3600: runs under load)",
+    )
     p.add_argument("demo_args", nargs="*", help="after `--`: arguments passed to the demo")
     args = p.parse_args(argv)
     out = Path(args.out)
@@ -72,9 +80,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'seed':>4} {'after SFT':>10} {'after GRPO':>11} {'rise':>7} {'paired SE':>10} {'envs':>5} {'wall s':>7}")
     rows = []
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = {pool.submit(run_seed, seed, out, args.demo_args): seed for seed in seeds}
+        futures = {pool.submit(run_seed, seed, out, args.demo_args, args.stage_timeout): seed for seed in seeds}
         for fut in concurrent.futures.as_completed(futures):
-            row = fut.result()
+            try:
+                row = fut.result()
+            except Exception as exc:  # a seed's process died (killed for memory): report it, go on
+                row = f"failed: {type(exc).__name__}: {exc}"
             if isinstance(row, str):
                 print(f"{futures[fut]:>4} {row}", flush=True)
                 continue
