@@ -107,7 +107,7 @@ def _stop(root: Path, port: int) -> None:
 @pytest.fixture(scope="module")
 def cluster():
     """A head and a worker node, separate temp dirs; torn down even when a test or a start fails."""
-    root = Path(tempfile.mkdtemp(prefix="astra-ray2-", dir="/tmp"))  # Ray's socket paths must stay short
+    root = Path(tempfile.mkdtemp(prefix="astra-ray2-"))  # short: Ray's socket paths live under it
     head_tmp, worker_tmp = root / "head", root / "worker"
     port = _free_port()
     saved = os.environ.get("RAY_AUTH_MODE")
@@ -115,8 +115,9 @@ def cluster():
     common = ["--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats"]
     client_port = _free_port()  # the default 10001 would meet any other cluster on this machine
     try:
-        _ray("start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false", f"--ray-client-server-port={client_port}",
-             '--resources={"head_node": 1}', *common, temp_dir=head_tmp)  # fmt: skip
+        _ray("start", "--head", f"--port={port}", f"--ray-client-server-port={client_port}",
+             "--node-ip-address=127.0.0.1", "--include-dashboard=false", '--resources={"head_node": 1}', *common,
+             temp_dir=head_tmp)  # fmt: skip
         _ray("start", f"--address={address}", "--node-ip-address=127.0.0.1", '--resources={"worker_node": 4}',
              *common, temp_dir=worker_tmp)  # fmt: skip
         os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver too (restored below)
