@@ -36,8 +36,15 @@ import time
 from pathlib import Path
 
 from astra_foundation.sandbox import describe_isolation
+from astra_verl.demo_report import golden_response_tokens, paired_rise, per_env_scores, rise_line
 
-STAGE_TIMEOUT_S = 900
+STAGE_TIMEOUT_S = 900  # per stage; ASTRA_DEMO_STAGE_TIMEOUT_S overrides it (a loaded machine needs longer)
+RESPONSE_BUDGET = 512  # tokens of one episode's response: assistant turns and the tool results they see
+# Environments whose golden episodes fit the response budget: a climate tool returns a year of numbers
+# and parallel chains add results side by side, so their episodes can overflow 512 tokens and cannot
+# be solved (an outside run hit it); the demo checks the fit after export (golden_response_tokens).
+DEMO_DOMAINS = "geography,people,events,finance,retail"
+DEMO_SCENARIOS = "single_hop,multi_hop"
 ANSI_CODES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
@@ -54,18 +61,31 @@ def run(
     cwd: Path,
     env: dict[str, str] | None = None,
     log: Path | None = None,
-    timeout: float = STAGE_TIMEOUT_S,
+    timeout: float | None = None,
 ) -> str:
     """Run one stage's command; its output goes to `log` (and is returned); a failure shows the tail."""
     full_env = {**os.environ, "VERL_PLATFORM": "cpu", "PYTHONUNBUFFERED": "1", **(env or {})}
     print("$ " + " ".join(cmd), flush=True)
-    proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    timeout = timeout or float(os.environ.get("ASTRA_DEMO_STAGE_TIMEOUT_S", STAGE_TIMEOUT_S))
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        if log is not None:
+            log.write_text(ANSI_CODES.sub("", _text(exc.stdout) + _text(exc.stderr)))
+        raise DemoError(
+            f"stage ran past {timeout:.0f} s and was stopped (a loaded machine: set ASTRA_DEMO_STAGE_TIMEOUT_S); "
+            f"log: {log}"
+        ) from None
     out = ANSI_CODES.sub("", proc.stdout + proc.stderr)  # Ray colours its log prefixes; logs are plain text
     if log is not None:
         log.write_text(out)
     if proc.returncode != 0:
         raise DemoError(f"stage failed (exit {proc.returncode}); last lines:\n{out[-4000:]}\nfull log: {log}")
     return out
+
+
+def _text(out: str | bytes | None) -> str:
+    return out.decode(errors="replace") if isinstance(out, bytes) else out or ""
 
 
 def py(*args: str) -> list[str]:
@@ -125,9 +145,9 @@ def check_tensorboard(logdir: Path) -> None:
         raise DemoError(f"verl wrote no TensorBoard events under {logdir} (trainer.logger has tensorboard)")
 
 
-def validation(dump: Path) -> dict[str, float]:
-    """Mean reward and invalid-call rate of one verl validation pass (`trainer.validation_data_dir`'s
-    `<step>.jsonl`: one line per episode with its score and the reward's counts)."""
+def validation(dump: Path) -> dict:
+    """Mean reward, invalid-call rate and per-environment reward of one verl validation pass
+    (`trainer.validation_data_dir`'s `<step>.jsonl`: one line per episode with its score and counts)."""
     if not dump.exists():
         raise DemoError(f"verl wrote no validation dump {dump}; see grpo.log")
     rows = [json.loads(line) for line in dump.read_text().splitlines() if line.strip()]
@@ -136,12 +156,26 @@ def validation(dump: Path) -> dict[str, float]:
         "episodes": len(rows),
         "reward": sum(r["score"] for r in rows) / len(rows),
         "invalid": sum(r["invalid_calls"] for r in rows) / calls if calls else 0.0,
+        "per_env": per_env_scores(rows),
     }
 
 
-def main(argv: list[str] | None = None) -> None:
+def check_budget(sft_data: Path, model: Path) -> None:
+    """Every golden episode must fit the response budget, or GRPO and validation score unsolvable tasks."""
+    need = golden_response_tokens(sft_data, model)
+    over = [n for n in need if n > RESPONSE_BUDGET]
+    print(f"golden episodes need {min(need)}..{max(need)} response tokens (budget {RESPONSE_BUDGET})")
+    if over:
+        raise DemoError(
+            f"{len(over)} golden episodes need more than the {RESPONSE_BUDGET}-token response budget ({max(over)}): "
+            "choose --domains/--scenario-types whose tool results fit"
+        )
+
+
+def main(argv: list[str] | None = None) -> dict:
     """The demo's stages, top to bottom, each the command a user would type (as a recipe reads).
-    Over 60 lines on purpose: splitting the stages into functions would hide their order."""
+    Over 60 lines on purpose: splitting the stages into functions would hide their order.
+    Returns what bench/demo_rise.py reads: the two validation passes, the rise and the stage timings."""
     p = argparse.ArgumentParser(
         prog="python -m astra_verl.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -154,9 +188,18 @@ def main(argv: list[str] | None = None) -> None:
         default="none",
         help="irrelevant tools per row (default none: short prompts a tiny model can fit on a laptop; GPU recipes use banded)",
     )
+    p.add_argument("--domains", default=DEMO_DOMAINS, help=f"environment domains (default {DEMO_DOMAINS})")
+    p.add_argument("--scenario-types", default=DEMO_SCENARIOS, help=f"scenario types (default {DEMO_SCENARIOS})")
+    # 60 SFT steps (seeds 0 and 1) left the greedy reward at 0.000 and every GRPO group at reward 0, so no
+    # signal; 240 steps then 24 GRPO steps of 2 prompts x 4 at lr 1e-4 are what bench/learning.py's quick
+    # tier measured (greedy train reward 0.446 -> 0.731 over 3 seeds, docs/results/learning.md)
     p.add_argument("--sft-steps", type=int, default=240, help="SFT steps on golden demonstrations (default 240)")
-    p.add_argument("--grpo-steps", type=int, default=16, help="GRPO steps (default 16)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--grpo-steps", type=int, default=24, help="GRPO steps (default 24)")
+    p.add_argument("--group-size", type=int, default=4, help="GRPO samples per prompt (default 4)")
+    p.add_argument("--grpo-lr", type=float, default=1e-4, help="GRPO actor learning rate (default 1e-4)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="model init, environments, split, SFT and GRPO data order (default 0)"
+    )
     args = p.parse_args(argv)
 
     out = Path(args.out).resolve()
@@ -183,7 +226,8 @@ def main(argv: list[str] | None = None) -> None:
     if store.exists():  # a rerun starts from the same seed, so it would add nothing; start clean for clarity
         shutil.rmtree(store)
     run(py("-m", "env_registry", "--store", str(store), "-q", "generate", "--n", str(args.envs),
-           "--max-hops", str(args.max_hops), "--seed", str(args.seed)), out)  # fmt: skip
+           "--max-hops", str(args.max_hops), "--domains", args.domains, "--scenario-types", args.scenario_types,
+           "--seed", str(args.seed)), out)  # fmt: skip
     print(run(py("-m", "env_registry", "--store", str(store), "-q", "stats", "--plot", str(out / "envs.png")), out))
     timed("envs", t0)
 
@@ -200,6 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     rl = out / "rl" / f"mix_{args.mixing}"
     sft_data = out / "sft.parquet"
     print(run(py("-m", "env_registry", "-q", "export-sft", str(rl / "train.parquet"), "--out", str(sft_data)), out))
+    check_budget(sft_data, model)
     timed("export", t0)
 
     banner(f"6. sft: verl's SFT trainer on CPU, {args.sft_steps} steps on the golden demonstrations")
@@ -209,6 +254,7 @@ def main(argv: list[str] | None = None) -> None:
            "+recipe=astra_sft_cpu", f"data.train_files={sft_data}", f"model.path={model}", "data.max_length=4096",
            f"trainer.total_training_steps={args.sft_steps}", "trainer.total_epochs=1000", "optim.lr=3e-3",
            "optim.lr_scheduler_type=constant", f"trainer.default_local_dir={out / 'sft-ckpt'}",
+           f"trainer.seed={args.seed}",
            "trainer.logger=[console,file]"),
         out, env={"VERL_FILE_LOGGER_PATH": str(sft_log)}, log=out / "sft.log")  # fmt: skip
     sft = read_metrics(sft_log)
@@ -227,7 +273,9 @@ def main(argv: list[str] | None = None) -> None:
     run(py("-m", "verl.trainer.main_ppo", "+recipe=astra_cpu", f"astra.data_dir={out / 'rl'}",
            f"data.train_files={rl / 'train.parquet'}", f"data.val_files={rl / 'train.parquet'}",
            f"actor_rollout_ref.model.path={checkpoint}", f"trainer.total_training_steps={args.grpo_steps}",
-           "data.max_prompt_length=4096", "data.max_response_length=512", "trainer.val_before_train=true",
+           "data.max_prompt_length=4096", f"data.max_response_length={RESPONSE_BUDGET}", "trainer.val_before_train=true",
+           f"data.seed={args.seed}", f"actor_rollout_ref.rollout.seed={args.seed}",
+           f"actor_rollout_ref.rollout.n={args.group_size}", f"actor_rollout_ref.actor.optim.lr={args.grpo_lr}",
            f"trainer.test_freq={args.grpo_steps}", f"trainer.validation_data_dir={out / 'validation'}",
            f"trainer.rollout_data_dir={out / 'rollouts'}", "trainer.logger=[console,file,tensorboard]",
            f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={grpo_log}",
@@ -256,6 +304,7 @@ def main(argv: list[str] | None = None) -> None:
         "the trajectory F1, and GRPO updates whose weights were synced into the rollout each step. On a GPU:\n"
         "README, 'Training on GPUs'."
     )
+    rise = paired_rise(before["per_env"], after["per_env"])
     print(run(py("-m", "astra_verl.inspect", str(out)), out).strip())
     print(f"outputs in {out}: envs.png, rl/, sft.parquet, sft.log, grpo.log, rollouts/ (the trajectories)")
     print(
@@ -263,6 +312,8 @@ def main(argv: list[str] | None = None) -> None:
         f"  every episode (calls, results, what was solved, why it ended): {out / 'inspect' / 'index.html'}\n"
         f"  training curves: tensorboard --logdir {out / 'tensorboard'}"
     )
+    print(rise_line(rise))  # last: the line a user reads
+    return {"before": before, "after": after, "rise": rise, "timings": timings}
 
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ async def run_step_ray(
     shard: Shard | None = None,
     progress: bool = True,
     num_cpus_per_worker: float = 1.0,
+    resources: dict[str, float] | None = None,  # per worker, e.g. {"synth": 1}: only nodes started with it
 ) -> RunStats:
     import ray  # lazy: heavy, only this runner needs it
 
@@ -82,7 +83,7 @@ async def run_step_ray(
         stats.elapsed_s = time.monotonic() - t0
         return stats
     batches = [todo[i : i + batch_size] for i in range(0, len(todo), batch_size)]
-    actor_cls = ray.remote(num_cpus=num_cpus_per_worker)(_StepWorker)
+    actor_cls = ray.remote(num_cpus=num_cpus_per_worker, resources=resources or {})(_StepWorker)
     actors = [
         actor_cls.remote(step, context_factory, concurrency_per_worker) for _ in range(min(workers, len(batches)))
     ]

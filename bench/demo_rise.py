@@ -1,0 +1,107 @@
+"""The demo's rise over seeds: `make demo`'s own pipeline (astra_verl.demo.main), once per seed.
+
+    python bench/demo_rise.py                      # seeds 0..4, working folders runs/demo_rise/seed<N>
+    python bench/demo_rise.py --seeds 0,1 --out runs/x
+
+Each seed varies the tiny model's initialisation, the environments, the split, and the SFT and GRPO
+data order (the demo's --seed). Per seed it prints the greedy validation reward on the train
+environments after SFT and after GRPO (verl's validation, astra_f1) and the rise; then the mean rise
+± its standard error over seeds and in how many seeds the rise was positive. The demo's own output
+goes to <out>/seed<N>.log, its result to <out>/seed<N>.json. Extra arguments after `--` go to the
+demo unchanged. `--jobs 2` runs two seeds at a time (each needs ~4 GB of memory in its GRPO stage);
+a seed's result does not depend on it (same seed, same machine, same numbers), its wall time does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from astra_verl import demo
+
+
+def summarize(rises: list[float]) -> tuple[float, float, int]:
+    """(mean, standard error over seeds, how many positive)."""
+    n = len(rises)
+    mean = sum(rises) / n
+    se = math.sqrt(sum((r - mean) ** 2 for r in rises) / (n - 1) / n) if n > 1 else float("nan")
+    return mean, se, sum(r > 0 for r in rises)
+
+
+def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -> dict | str:
+    """The seed's row, or why its demo failed (a string: one failed seed does not end the others)."""
+    log = out / f"seed{seed}.log"
+    os.environ["ASTRA_DEMO_STAGE_TIMEOUT_S"] = str(stage_timeout)  # this seed's process only
+    t0 = time.perf_counter()
+    with log.open("w") as fh, contextlib.redirect_stdout(fh), contextlib.redirect_stderr(fh):
+        try:
+            result = demo.main(["--out", str(out / f"seed{seed}"), "--seed", str(seed), *demo_args])
+        except demo.DemoError as exc:
+            return f"demo failed: {str(exc).splitlines()[0]} (log {log})"
+    r = result["rise"]
+    row = {
+        "seed": seed,
+        "after_sft": result["before"]["reward"],
+        "after_grpo": result["after"]["reward"],
+        "rise": result["after"]["reward"] - result["before"]["reward"],
+        "paired_se": r.se,
+        "envs": r.n,
+        "wall_s": time.perf_counter() - t0,
+    }
+    (out / f"seed{seed}.json").write_text(json.dumps(row, indent=1))
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python bench/demo_rise.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--seeds", default="0,1,2,3,4", help="comma-separated seeds (default 0,1,2,3,4)")
+    p.add_argument("--out", default="runs/demo_rise", help="working folder (default runs/demo_rise)")
+    p.add_argument("--jobs", type=int, default=1, help="seeds run at a time (default 1)")
+    p.add_argument(
+        "--stage-timeout",
+        type=float,
+        default=3600,
+        help="seconds a demo stage may take (default 3600: runs under load)",
+    )
+    p.add_argument("demo_args", nargs="*", help="after `--`: arguments passed to the demo")
+    args = p.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    print(f"{'seed':>4} {'after SFT':>10} {'after GRPO':>11} {'rise':>7} {'paired SE':>10} {'envs':>5} {'wall s':>7}")
+    rows = []
+    with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        futures = {pool.submit(run_seed, seed, out, args.demo_args, args.stage_timeout): seed for seed in seeds}
+        for fut in concurrent.futures.as_completed(futures):
+            try:
+                row = fut.result()
+            except Exception as exc:  # a seed's process died (killed for memory): report it, go on
+                row = f"failed: {type(exc).__name__}: {exc}"
+            if isinstance(row, str):
+                print(f"{futures[fut]:>4} {row}", flush=True)
+                continue
+            rows.append(row)
+            print(
+                f"{row['seed']:>4} {row['after_sft']:>10.3f} {row['after_grpo']:>11.3f} {row['rise']:>+7.3f} "
+                f"{row['paired_se']:>10.3f} {row['envs']:>5} {row['wall_s']:>7.0f}",
+                flush=True,
+            )
+    rows.sort(key=lambda r: r["seed"])
+    (out / "demo_rise.json").write_text(json.dumps(rows, indent=1))
+    if not rows:
+        sys.exit("every seed failed")
+    mean, se, positive = summarize([r["rise"] for r in rows])
+    print(f"mean rise {mean:+.3f} ± {se:.3f} (SE over {len(rows)} seeds); positive in {positive} of {len(seeds)}")
+
+
+if __name__ == "__main__":
+    main()
