@@ -10,7 +10,7 @@
 # converted checkpoint; default: converted into $OUT/smollm2), OUT, SAMPLE (entries per
 # category), SEED, STYLES, MAX_TOKENS (default 256), PORT (default: a free one), NAME (the
 # `python -m astra_verl.models` model, default smollm2; e.g. qwen2.5-coder-0.5b), LABEL and
-# VLLM_CPU_KVCACHE_SPACE (GiB of KV cache, default 2).
+# VLLM_CPU_KVCACHE_SPACE (GiB of KV cache, default 2), DTYPE (the served dtype, default float32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -39,7 +39,7 @@ t0=$(date +%s)
 # As scripts/smollm2_numbers.sh serves it: the API server module, the hermes tool parser.
 VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2} HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu \
     "$VPY" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$NAME" \
-    --host 127.0.0.1 --port "$PORT" --max-model-len 8192 --dtype float32 --max-num-seqs 16 \
+    --host 127.0.0.1 --port "$PORT" --max-model-len 8192 --dtype "${DTYPE:-float32}" --max-num-seqs 16 \
     --enable-auto-tool-choice --tool-call-parser hermes --disable-log-stats --enforce-eager \
     >"$OUT/vllm.log" 2>&1 &
 SERVER=$!
