@@ -58,7 +58,7 @@ def test_checkpoint_has_qwens_tokens_and_our_template(qwen_dir, tokenizer):
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False), skip_special_tokens=True) == text
 
 
-def test_calls_a_tool_in_qwens_format(qwen_dir, tokenizer):
+def test_names_the_right_tool_and_argument(qwen_dir, tokenizer):
     model = AutoModelForCausalLM.from_pretrained(str(qwen_dir)).eval()
     tool = {
         "type": "function",
@@ -78,4 +78,6 @@ def test_calls_a_tool_in_qwens_format(qwen_dir, tokenizer):
         input_ids = torch.tensor([ids])
         out = model.generate(input_ids, attention_mask=torch.ones_like(input_ids), max_new_tokens=32, do_sample=False)
     answer = tokenizer.decode(out[0, len(ids) :], skip_special_tokens=True)
-    assert answer.startswith("<tool_call>") and '"get_weather"' in answer and "Paris" in answer, answer
+    # the call's content, not its wrapping: base Qwen often writes the JSON in a ```json fence
+    # instead of <tool_call> tags (docs/bfcl-single-turn.md); wrong weights name neither
+    assert '"get_weather"' in answer and "Paris" in answer, answer
