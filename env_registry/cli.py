@@ -166,7 +166,11 @@ def _export_parquet(sub: Any, common: argparse.ArgumentParser) -> None:
     e.add_argument("--k", type=int, default=1, help="banded: distractors per band per tool (default 1)")
     e.add_argument("--random-min", type=int, default=5, help="random: fewest distractors (default 5)")
     e.add_argument("--random-max", type=int, default=9, help="random: most distractors (default 9)")
-    e.add_argument("--embedding-model", help="banded: local sentence-transformers model (default: lexical TF-IDF)")
+    e.add_argument(
+        "--embedding-model",
+        help="banded: similarity model: minilm (all-MiniLM-L6-v2 on onnxruntime; default with the `embed` extra), lexical "
+        "(TF-IDF; the default without it), or a local sentence-transformers model path",
+    )
     e.add_argument("--seed", type=int, default=0, help="split and mixing seed (default 0)")
     e.add_argument("--val-fraction", type=float, default=0.1, help="share of question groups in val (default 0.1)")
     e.add_argument("--system-prompt", default=None, help="system message (default: a short tool-use instruction)")

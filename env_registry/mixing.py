@@ -32,11 +32,14 @@ domains of all environments using that name, so the domain filter stays conserva
 reports how many names had conflicting code.
 
 Similarity
-- `lexical` (default, nothing to download): TF-IDF over tool documentation (name tokens
-  counted twice, description, parameter names, descriptions and enum values), cosine.
+- `minilm` (default where the `embed` extra is installed): all-MiniLM-L6-v2 sentence
+  embeddings on onnxruntime (`env_registry.embedding`), cosine.
+- `lexical` (the default without the extra, said in a warning; nothing to download): TF-IDF
+  over tool documentation (name tokens counted twice, description, parameter names,
+  descriptions and enum values), cosine.
 - an embedding model, when `embedding_model` names a local sentence-transformers model path:
-  loaded lazily; when it is configured but cannot be loaded, building the mixer fails (no
-  silent fall back to lexical).
+  loaded lazily. A model that is asked for (`minilm` or a path) but cannot be loaded fails
+  building the mixer (no silent fall back to lexical).
 Pool and embeddings are cached on disk next to the store (`<store>.mixing-cache/`, or
 `cache_dir`), keyed by the store's content and the model; in memory only in a `MixingCache` the
 caller owns and passes in (bounded, keyed by every setting that shapes what it holds).
@@ -60,6 +63,7 @@ from typing import Any
 import numpy as np
 
 from astra_foundation.errors import UserError
+from env_registry import embedding
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec, ToolSpec
 from env_registry.store import EnvStore
@@ -69,6 +73,9 @@ logger = logging.getLogger(__name__)
 MODES = ("none", "random", "banded")
 POOL_VERSION = 1
 LEXICAL_MODEL = "lexical-tfidf-v1"
+# `embedding_model` values naming the built-in similarities (anything else is a local path)
+LEXICAL_CHOICE = "lexical"
+MINILM_CHOICE = "minilm"
 BAND_HIGH = 0.85
 BAND_LOW = 0.4
 
@@ -417,8 +424,9 @@ def build_mixer(store: Any, mode: str, seed: int = 0, cache: MixingCache | None 
 
     `store` is an `EnvStore` or its location (opened and closed here). Options: `k` (per band,
     default 1), `random_min`/`random_max` (5, 9), `band_low`/`band_high` (0.4, 0.85),
-    `embedding_model` (local sentence-transformers path; default: lexical),
-    `embedding_batch_size`, `cache_dir`. `cache` keeps pools and models for later calls.
+    `embedding_model` (`minilm`, `lexical`, or a local sentence-transformers path; default:
+    `minilm` where the `embed` extra is installed, else `lexical`), `embedding_batch_size`,
+    `cache_dir`. `cache` keeps pools and models for later calls.
     """
     if mode not in MODES:
         raise MixingError(f"mixing mode {mode!r} is not one of {MODES}")
@@ -438,18 +446,49 @@ def build_mixer(store: Any, mode: str, seed: int = 0, cache: MixingCache | None 
         raise MixingError(f"unknown mixing option ({exc})") from exc
 
 
+def default_embedding_model() -> str:
+    """`minilm` where the `embed` extra is installed; else `lexical`, with a warning naming the extra."""
+    missing = embedding.missing_packages()
+    if not missing:
+        return MINILM_CHOICE
+    logger.warning(
+        "banded mixing uses TF-IDF (lexical) similarity: the `embed` extra for MiniLM embeddings is not "
+        "installed (missing %s); %s",
+        ", ".join(missing),
+        embedding.INSTALL,
+    )
+    return LEXICAL_CHOICE
+
+
+def _lexical(docs: list[str], pool: ToolPool, cache_dir: Path, batch_size: int) -> Any:
+    return LexicalSimilarity(docs)
+
+
+def _minilm(docs: list[str], pool: ToolPool, cache_dir: Path, batch_size: int) -> Any:
+    try:
+        return embedding.MiniLMSimilarity(
+            docs, cache_dir / f"emb-{pool.store_key}-{embedding.MODEL_KEY}.npy", batch_size
+        )
+    except embedding.EmbeddingUnavailable as exc:
+        raise MixingError(f"mixing embedding_model='minilm': {exc}") from exc
+
+
+# The named similarity backends; any other `embedding_model` is a local sentence-transformers path.
+SIMILARITIES = {LEXICAL_CHOICE: _lexical, MINILM_CHOICE: _minilm}
+
+
 def _similarity(
     pool: ToolPool, embedding_model: str | None, cache_dir: Path, batch_size: int, cache: MixingCache
 ) -> Any:
-    model_name = embedding_model or LEXICAL_MODEL
+    choice = embedding_model or default_embedding_model()
+    model_name = {LEXICAL_CHOICE: LEXICAL_MODEL, MINILM_CHOICE: embedding.MODEL_KEY}.get(choice, choice)
     key = (pool.store_key, model_name, str(cache_dir), batch_size)
 
     def build() -> Any:
         docs = [t.doc for t in pool.tools]
-        if embedding_model:
-            fp = _model_fingerprint(Path(embedding_model)) if Path(embedding_model).exists() else "missing"
-            cache_file = cache_dir / f"emb-{pool.store_key}-{fp}.npy"
-            return EmbeddingSimilarity(embedding_model, docs, cache_file, batch_size)
-        return LexicalSimilarity(docs)
+        if choice in SIMILARITIES:
+            return SIMILARITIES[choice](docs, pool, cache_dir, batch_size)
+        fp = _model_fingerprint(Path(choice)) if Path(choice).exists() else "missing"
+        return EmbeddingSimilarity(choice, docs, cache_dir / f"emb-{pool.store_key}-{fp}.npy", batch_size)
 
     return cache.get(cache.models, key, build)

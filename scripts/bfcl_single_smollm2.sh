@@ -8,7 +8,9 @@
 #
 # Knobs: PYTHON (default .venv/bin/python), ASTRA_VLLM_VENV (default .venv-vllm), MODEL_DIR (a
 # converted checkpoint; default: converted into $OUT/smollm2), OUT, SAMPLE (entries per
-# category), SEED, STYLES, MAX_TOKENS (default 256), PORT (default: a free one).
+# category), SEED, STYLES, MAX_TOKENS (default 256), PORT (default: a free one), NAME (the
+# `python -m astra_verl.models` model, default smollm2; e.g. qwen2.5-coder-0.5b), LABEL and
+# VLLM_CPU_KVCACHE_SPACE (GiB of KV cache, default 2), DTYPE (the served dtype, default float32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -18,14 +20,16 @@ SAMPLE=${SAMPLE:-5}
 SEED=${SEED:-0}
 STYLES=${STYLES:-fc prompting}
 MAX_TOKENS=${MAX_TOKENS:-256}
+NAME=${NAME:-smollm2}
+LABEL=${LABEL:-SmolLM2-135M-Instruct (base)}
 mkdir -p "$OUT"
 say() { printf '\n[bfcl_single_smollm2 %s] %s (load average %s)\n' "$(date -u +%H:%M:%S)" "$*" "$(cut -d' ' -f1-3 /proc/loadavg)"; }
 [ -x "$VPY" ] || { echo "no vLLM-CPU environment at $VPY: run scripts/bootstrap.sh (or set ASTRA_VLLM_VENV)" >&2; exit 2; }
 say "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)"
 t_all=$(date +%s)
 
-MODEL=${MODEL_DIR:-$OUT/smollm2}
-[ -n "${MODEL_DIR:-}" ] || "$PY" -m astra_verl.models smollm2 "$MODEL"
+MODEL=${MODEL_DIR:-$OUT/$NAME}
+[ -n "${MODEL_DIR:-}" ] || "$PY" -m astra_verl.models "$NAME" "$MODEL"
 MODEL=$(cd "$MODEL" && pwd)
 
 PORT=${PORT:-$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
@@ -33,9 +37,9 @@ BASE="http://127.0.0.1:$PORT/v1"
 say "vllm serve (CPU build) on $BASE"
 t0=$(date +%s)
 # As scripts/smollm2_numbers.sh serves it: the API server module, the hermes tool parser.
-VLLM_CPU_KVCACHE_SPACE=2 HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu \
-    "$VPY" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name smollm2 \
-    --host 127.0.0.1 --port "$PORT" --max-model-len 8192 --dtype float32 --max-num-seqs 16 \
+VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-2} HF_HUB_OFFLINE=1 VLLM_TARGET_DEVICE=cpu \
+    "$VPY" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$NAME" \
+    --host 127.0.0.1 --port "$PORT" --max-model-len 8192 --dtype "${DTYPE:-float32}" --max-num-seqs 16 \
     --enable-auto-tool-choice --tool-call-parser hermes --disable-log-stats --enforce-eager \
     >"$OUT/vllm.log" 2>&1 &
 SERVER=$!
@@ -50,9 +54,9 @@ say "vllm serve ready in $(( $(date +%s) - t0 )) s"
 for style in $STYLES; do
     say "bfcl-single --style $style --sample $SAMPLE --seed $SEED --max-tokens $MAX_TOKENS"
     t1=$(date +%s)
-    "$PY" -m astra_verl.eval bfcl-single --base-url "$BASE" --model smollm2 --style "$style" \
+    "$PY" -m astra_verl.eval bfcl-single --base-url "$BASE" --model "$NAME" --style "$style" \
         --sample "$SAMPLE" --seed "$SEED" --max-tokens "$MAX_TOKENS" --concurrency 8 --timeout 1800 \
-        --label "SmolLM2-135M-Instruct (base)" --out "$OUT/$style" -q \
+        --label "$LABEL" --out "$OUT/$style" -q \
         || say "bfcl-single exited with $? (1: some entry could not run, e.g. over the 8192-token context)"
     say "$style: $(( $(date +%s) - t1 )) s"
 done

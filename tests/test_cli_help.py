@@ -65,6 +65,7 @@ MORE = [
     "astra_verl.eval tau",
     "astra_verl.eval tau-export",
     "astra_verl.models smollm2",
+    "astra_verl.models qwen2.5-coder-0.5b",
     "data_synth env run",
     "env_registry generate",
     "env_registry recover-calls",
@@ -135,6 +136,7 @@ runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
         ("data_synth.traj.run", ["data_synth", "traj", "funnel", "--out", "."]),
         ("env_registry.cli", ["env_registry", "--help"]),
         ("astra_verl.models.smollm2", ["astra_verl.models", "smollm2", "out"]),
+        ("astra_verl.models.qwen_coder", ["astra_verl.models", "qwen2.5-coder-0.5b", "out"]),
     ],
 )
 def test_ctrl_c_during_start_up_imports_is_one_line_and_exit_130(module, argv, tmp_path):

