@@ -128,6 +128,7 @@ def single_turn(url: str, name: str, style: str, out: Path, args: argparse.Names
              "--sample", str(args.per_category), "--seed", str(args.seed), "--max-tokens", str(args.max_tokens),
              "--concurrency", "8", "--timeout", "1800", "--label", name, "--out", str(out), "-q")  # fmt: skip
     print("$ " + " ".join(cmd), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.log", "w") as f:
         code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=4 * HOUR).returncode
     if code not in (0, 1):
@@ -165,6 +166,7 @@ def multi_turn(url: str, name: str, ids: list[str], out: Path, args: argparse.Na
     cmd = py("astra_verl.eval", "bfcl", "--base-url", url, "--model", name, "--ids", ",".join(ids),
              "--max-tokens", str(args.max_tokens), "--concurrency", "4", "--timeout", "1800", "--out", str(out), "-q")  # fmt: skip
     print("$ " + " ".join(cmd), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f"{out.name}.log", "w") as f:
         code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=4 * HOUR).returncode
     if code not in (0, 1):
@@ -317,7 +319,9 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
     text = "\n".join(lines) + "\n"
     (out / "transfer.md").write_text(text)
     as_json = {s: [r.__dict__ for r in rows] for s, rows in tables.items()}
-    (out / "transfer.json").write_text(json.dumps({"tables": as_json, "info": info, "args": vars(args)}, indent=1))
+    (out / "transfer.json").write_text(
+        json.dumps({"tables": as_json, "info": info, "args": vars(args)}, indent=1, default=sorted)
+    )
     plot(tables, base, labels, out / "transfer.png")
     return text
 
@@ -395,22 +399,25 @@ def main(argv: list[str] | None = None) -> int:
     mt_ids = multi_turn_sample(mt["fits"], args.multi_turn_per_category, args.seed)
     st_ids = {e.id for e in bs.load_entries(bs.CATEGORIES, sample=args.per_category, seed=args.seed)}
     results = {m: measure(m, p, args, out, st_ids, mt_ids, data) for m, p in models.items() if m in args.models}
-    if set(results) != set(models):
-        print(f"measured {', '.join(results)}; the table needs {', '.join(models)}: rerun without --models")
-        return 0
+    missing = [m for m in models if m not in results]
     info = {
         "labels": {"base": "base", "sft": "SFT", "grpo": "GRPO"} | {},
-        "models": {m: str(p) for m, p in models.items()},
+        "models": {m: str(p) for m, p in models.items() if m in results},
         "sizes": {c: bs.category_size(c) for c in bs.CATEGORIES},
         "command": " ".join([".venv/bin/python", "bench/transfer.py", *(argv if argv is not None else sys.argv[1:])]),
         "multi_turn": mt,
         "mt_ids": mt_ids,
         "budget": budget,
         "wall_s": time.perf_counter() - t0,
-        "train_lines": train_lines,
+        "train_lines": train_lines
+        + (
+            [f"- PARTIAL: not measured in this run folder yet: {', '.join(missing)} (rerun without --models)"]
+            if missing
+            else []
+        ),
         "results": results,
     }
-    info["labels"] = {m: info["labels"][m] for m in models}
+    info["labels"] = {m: info["labels"][m] for m in results}
     print(write_report(results, info, args, out))
     print(f"plot: {out / 'transfer.png'}; json: {out / 'transfer.json'}")
     return 0
