@@ -153,6 +153,22 @@ def multi_turn_fits(tokenizer: Path, out: Path, budget: int) -> dict:
     return {"tokens": tokens, "fits": sorted(i for i, n in tokens.items() if n <= budget)}
 
 
+def multi_turn_summary(mt: dict, budget: int) -> str:
+    """How many BFCL multi-turn entries have a first prompt within `budget` tokens, per category."""
+    values = sorted(mt["tokens"].values())
+    if not values:
+        return "no multi-turn entries measured"
+    per = ", ".join(
+        f"{c} {sum(i.rsplit('_', 1)[0] == f'multi_turn_{c}' for i in mt['fits'])}/"
+        f"{sum(i.rsplit('_', 1)[0] == f'multi_turn_{c}' for i in mt['tokens'])}"
+        for c in MULTI_TURN
+    )
+    return (
+        f"BFCL multi-turn: {len(mt['fits'])} of {len(values)} entries have a first prompt of at most {budget} "
+        f"tokens ({per}); first prompt tokens: min {values[0]}, median {values[len(values) // 2]}, max {values[-1]}"
+    )
+
+
 def multi_turn_sample(fits: list[str], per_category: int, seed: int) -> list[str]:
     """A seeded sample of `per_category` fitting ids of each multi-turn category (sorted)."""
     out = []
@@ -303,10 +319,8 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         "",
         f"- BFCL single-turn: {args.per_category} entries per category (seed {args.seed}; fewer where a category "
         f"has fewer), `--max-tokens {args.max_tokens}`, temperature 0.001, served by vLLM ({args.vllm_device})",
-        f"- BFCL multi-turn: {len(mt['fits'])} of {len(mt['tokens'])} entries have a first prompt of at most "
-        f"{info['budget']} tokens (context {args.max_model_len} - {args.max_tokens}); smallest first prompt "
-        f"{min(mt['tokens'].values()) if mt['tokens'] else 'n/a'} tokens; ran {len(info['mt_ids'])} "
-        f"({args.multi_turn_per_category} seeded per category)",
+        f"- {multi_turn_summary(mt, info['budget'])} (context {args.max_model_len} - {args.max_tokens}); ran "
+        f"{len(info['mt_ids'])} ({args.multi_turn_per_category} seeded per category)",
         "- held-out: bench/learning.py's real-tier splits, `eval envs`, greedy, F1 per environment (x 100 above)",
         "- differences: trained - base, paired over entries (environments), ± SE of the mean paired difference; "
         "aggregates: BFCL's weights over the category differences, SEs propagated",
@@ -362,6 +376,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default="base,sft,grpo",
         help="measure only these now (e.g. `base` while SFT trains elsewhere); the report needs every model",
     )
+    p.add_argument(
+        "--multi-turn-count", action="store_true", help="only count the multi-turn entries that fit, print, exit"
+    )
     p.add_argument("--no-heldout", action="store_true", help="skip our held-out splits")
     p.add_argument("--max-tokens", type=int, default=256, help="completion tokens per request (default 256)")
     p.add_argument("--max-model-len", type=int, default=8192, help="the served context (default 8192, SmolLM2's)")
@@ -381,11 +398,18 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     train_lines: list[str] = []
+    budget = args.max_model_len - args.max_tokens
+    if args.multi_turn_count:  # the base model's tokenizer only: nothing trained, nothing served
+        base = Path(args.base_model) if args.base_model else learning.build_model(learning.REAL, 0, out / "learning")
+        print(multi_turn_summary(multi_turn_fits(base.resolve(), out / "bfcl_multi", budget), budget))
+        return 0
     if args.checkpoint:
         models: dict[str, Path | None] = {"sft": Path(args.checkpoint).resolve()}
-        base = Path(args.base_model or out / "base-model").resolve()
-        if not (base / "config.json").exists():
-            run(py("astra_verl.models", "smollm2", str(base)), out, timeout=HOUR)
+        base = (
+            Path(args.base_model).resolve()
+            if args.base_model
+            else learning.build_model(learning.REAL, 0, out / "learning")
+        )
         data = learning.build_data(learning.REAL, base, out / "learning")
     else:
         base, ckpt, data, train_lines = train(out, "sft" in args.models)
@@ -394,7 +418,6 @@ def main(argv: list[str] | None = None) -> int:
     models = {"base": base, **models}
     if args.grpo_checkpoint:
         models["grpo"] = Path(args.grpo_checkpoint).resolve()
-    budget = args.max_model_len - args.max_tokens
     mt = multi_turn_fits(base, out / "bfcl_multi", budget)
     mt_ids = multi_turn_sample(mt["fits"], args.multi_turn_per_category, args.seed)
     st_ids = {e.id for e in bs.load_entries(bs.CATEGORIES, sample=args.per_category, seed=args.seed)}
