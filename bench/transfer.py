@@ -309,9 +309,11 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
     lines = [f"# Transfer: {', '.join(labels.values())}", "", f"`{info['command']}`", ""]
     for style, rows in tables.items():
         lines += [f"## BFCL call style `{style}`", "", tt.format_table(rows, base, labels), "", "Verdicts:", ""]
-        for m in results:
-            if m != base:
-                lines += tt.verdicts(rows, m, labels[m])
+        trained = [m for m in results if m != base]
+        for m in trained:
+            lines += tt.verdicts(rows, m, labels[m])
+        if not trained:
+            lines.append("- none: no trained model measured yet")
         lines.append("")
     mt = info["multi_turn"]
     lines += [

@@ -44,9 +44,7 @@ def test_a_constant_difference_has_zero_se_and_one_entry_has_none():
 
 def _per_model(valid: dict[str, dict[str, int]]) -> dict[str, dict[str, dict[str, float]]]:
     """model -> category -> 4 entries, the first `k` valid."""
-    return {
-        m: {c: {f"{c}_{i}": float(i < k) for i in range(4)} for c, k in cats.items()} for m, cats in valid.items()
-    }
+    return {m: {c: {f"{c}_{i}": float(i < k) for i in range(4)} for c, k in cats.items()} for m, cats in valid.items()}
 
 
 def test_aggregates_match_the_single_turn_report_and_bfcl_formulas():
