@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from astra_verl.eval import plotting
 from astra_verl.eval.bfcl_single import CATEGORIES
 
 SIMPLE = ("simple_python", "simple_java", "simple_javascript")
@@ -131,10 +132,7 @@ def format_causes(records: Iterable[dict[str, Any]]) -> str:
 
 def plot(scores: Mapping[str, Score], aggs: Sequence[Score], title: str, path: Path) -> Path:
     """Accuracy ± SE per category and aggregate, one horizontal bar each."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display on training machines
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     rows = [scores[c] for c in CATEGORIES if c in scores] + list(aggs)
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
@@ -145,8 +143,4 @@ def plot(scores: Mapping[str, Score], aggs: Sequence[Score], title: str, path: P
     ax.set_xlim(0, 1)
     ax.set_xlabel("accuracy (± SE over entries)")
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plotting.save(fig, path)

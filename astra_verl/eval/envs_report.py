@@ -20,11 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # files only: no display on training machines
-import matplotlib.pyplot as plt  # noqa: E402  - after choosing the backend
-
+from astra_verl.eval import plotting
 from astra_verl.eval.envs import EnvEpisode  # noqa: E402
 
 BREAKDOWNS: dict[str, Callable[[EnvEpisode], str]] = {
@@ -116,6 +112,7 @@ def format_table(summary: dict[str, list[GroupScore]], title: str) -> str:
 
 def plot(summary: dict[str, list[GroupScore]], title: str, path: Path) -> Path:
     """F1 (± SE) per group of each breakdown, with the invalid-call rate beside it."""
+    plt = plotting.pyplot()
     fig, axes = plt.subplots(1, len(BREAKDOWNS), figsize=(5 * len(BREAKDOWNS), 3.8), squeeze=False)
     for ax, breakdown in zip(axes[0], BREAKDOWNS, strict=True):
         groups = summary[breakdown]
@@ -127,8 +124,4 @@ def plot(summary: dict[str, list[GroupScore]], title: str, path: Path) -> Path:
         ax.set_title(f"by {breakdown}")
     axes[0][0].legend(fontsize=8)
     fig.suptitle(f"{title}: F1 {summary['all'][0].f1:.3f} ± {summary['all'][0].f1_se:.3f}")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plotting.save(fig, path)

@@ -22,6 +22,8 @@ from math import comb
 from pathlib import Path
 from typing import Any
 
+from astra_verl.eval import plotting
+
 
 @dataclass(frozen=True)
 class DomainScore:
@@ -104,10 +106,7 @@ def format_table(scores: Sequence[DomainScore], title: str) -> str:
 
 def plot(scores: Sequence[DomainScore], title: str, path: Path) -> Path:
     """pass^k per domain (one bar per k), with the database-match share beside it."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # files only: no display on training machines
-    import matplotlib.pyplot as plt
+    plt = plotting.pyplot()
 
     ks = sorted({k for s in scores for k in s.pass_hat})
     width = 0.8 / (len(ks) + 1)
@@ -120,8 +119,4 @@ def plot(scores: Sequence[DomainScore], title: str, path: Path) -> Path:
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plotting.save(fig, path)

@@ -34,7 +34,7 @@ from data_synth.env.seeds import load_seeds, parse_hops
 from data_synth.env.verify import quality_threshold
 from data_synth.pipeline import RunStats, Shard, Step, read_outputs, run_chain, run_step
 from data_synth.pipeline.manifest import file_digest
-from data_synth.pipeline.ray_runner import run_step_ray
+from data_synth.pipeline.ray_runner import run_step_here_or_on_ray
 from data_synth.pipeline.run_options import answered_by, failures, step_settings
 from env_registry.store import EnvStore
 
@@ -99,27 +99,18 @@ class EnvRun:
         print(stats.line(), flush=True)
 
     async def stage(self, step: Step, inputs: list, *, local: bool = False) -> None:
-        if self.ray_workers > 0 and not local:
-            stats = await run_step_ray(
-                step,
-                inputs,
-                self.run_dir,
-                context_factory=self.factory,
-                workers=self.ray_workers,
-                concurrency_per_worker=self.cfg.concurrency,
-                shard=self.shard,
-                progress=self.progress,
-            )
-        else:
-            stats = await run_step(
-                step,
-                inputs,
-                self.run_dir,
-                ctx=await self.context(),
-                concurrency=self.cfg.concurrency,
-                shard=self.shard,
-                progress=self.progress,
-            )
+        stats = await run_step_here_or_on_ray(
+            step,
+            inputs,
+            self.run_dir,
+            context=self.context,
+            context_factory=self.factory,
+            ray_workers=0 if local else self.ray_workers,
+            concurrency=self.cfg.concurrency,
+            concurrency_per_worker=self.cfg.concurrency,
+            shard=self.shard,
+            progress=self.progress,
+        )
         self._report(stats)
 
     async def chain(self, steps: list[Step], inputs: list) -> None:

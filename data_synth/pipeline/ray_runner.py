@@ -18,14 +18,23 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
 from data_synth.pipeline.records import Envelope, Record
-from data_synth.pipeline.runner import ContextFactory, RunStats, Step, StepContext, _count, pending, process_one
+from data_synth.pipeline.runner import (
+    ContextFactory,
+    RunStats,
+    Step,
+    StepContext,
+    _count,
+    pending,
+    process_one,
+    run_step,
+)
 from data_synth.pipeline.shard import Shard
 from data_synth.pipeline.store import Appender, step_file
 
@@ -117,3 +126,35 @@ async def run_step_ray(
             ray.kill(a)
     stats.elapsed_s = time.monotonic() - t0
     return stats
+
+
+async def run_step_here_or_on_ray(
+    step: Step,
+    inputs: Iterable[Record],
+    run_dir: str | Path,
+    *,
+    context: Callable[[], Awaitable[StepContext]],
+    context_factory: ContextFactory,
+    ray_workers: int,
+    concurrency: int,
+    concurrency_per_worker: int,
+    shard: Shard | None,
+    progress: bool,
+) -> RunStats:
+    """One step in this process (`context()`: the run's own context, made once) or, with
+    `ray_workers` > 0, on that many Ray actors (each builds its context from `context_factory`).
+    Both pipelines' runs dispatch their steps through here."""
+    if ray_workers > 0:
+        return await run_step_ray(
+            step,
+            inputs,
+            run_dir,
+            context_factory=context_factory,
+            workers=ray_workers,
+            concurrency_per_worker=concurrency_per_worker,
+            shard=shard,
+            progress=progress,
+        )
+    return await run_step(
+        step, inputs, run_dir, ctx=await context(), concurrency=concurrency, shard=shard, progress=progress
+    )

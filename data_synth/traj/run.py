@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from astra_foundation.llm import LLMConfig, build_client
-from data_synth.pipeline import Funnel, RunStats, Shard, Step, read_outputs, run_step
-from data_synth.pipeline.ray_runner import run_step_ray
+from data_synth.pipeline import Funnel, RunStats, Shard, Step, read_outputs
+from data_synth.pipeline.ray_runner import run_step_here_or_on_ray
 from data_synth.traj import steps as S
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.export_sft import write_sft, write_trajectories
@@ -124,27 +124,18 @@ class Runner:
 
     async def _run(self, step: Step, inputs: list) -> RunStats:
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.ray_workers > 0 and step.name != "traj.ingest":
-            stats = await run_step_ray(
-                step,
-                inputs,
-                self.run_dir,
-                context_factory=self.factory,
-                workers=self.ray_workers,
-                concurrency_per_worker=max(1, self.cfg.concurrency // self.ray_workers),
-                shard=self.shard,
-                progress=self.progress,
-            )
-        else:
-            stats = await run_step(
-                step,
-                inputs,
-                self.run_dir,
-                ctx=await self.context(),
-                concurrency=self.cfg.concurrency,
-                shard=self.shard,
-                progress=self.progress,
-            )
+        stats = await run_step_here_or_on_ray(
+            step,
+            inputs,
+            self.run_dir,
+            context=self.context,
+            context_factory=self.factory,
+            ray_workers=0 if step.name == "traj.ingest" else self.ray_workers,
+            concurrency=self.cfg.concurrency,
+            concurrency_per_worker=max(1, self.cfg.concurrency // max(1, self.ray_workers)),
+            shard=self.shard,
+            progress=self.progress,
+        )
         log.debug(stats.line())
         return stats
 
