@@ -49,6 +49,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _agent_ports() -> list[str]:
+    """Free ports for one node's agents: their defaults (52365 and others) would meet any other Ray
+    node on this machine, a training run's for one."""
+    names = (
+        "dashboard-agent-listen-port",
+        "dashboard-agent-grpc-port",
+        "metrics-export-port",
+        "runtime-env-agent-port",
+    )
+    return [f"--{name}={_free_port()}" for name in names]
+
+
 def _ray(*args: str, temp_dir: Path) -> None:
     cmd = [sys.executable, "-m", "ray.scripts.scripts", *args, f"--temp-dir={temp_dir}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=RAY_START_TIMEOUT_S, env=_env())
@@ -117,9 +129,9 @@ def cluster():
     try:
         _ray("start", "--head", f"--port={port}", f"--ray-client-server-port={client_port}",
              "--node-ip-address=127.0.0.1", "--include-dashboard=false", '--resources={"head_node": 1}', *common,
-             temp_dir=head_tmp)  # fmt: skip
+             *_agent_ports(), temp_dir=head_tmp)  # fmt: skip
         _ray("start", f"--address={address}", "--node-ip-address=127.0.0.1", '--resources={"worker_node": 4}',
-             *common, temp_dir=worker_tmp)  # fmt: skip
+             *common, *_agent_ports(), temp_dir=worker_tmp)  # fmt: skip
         os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver too (restored below)
         ray.init(address=address, log_to_driver=False, configure_logging=False)
         # this module is not importable in the workers (importlib mode): ship it by value
