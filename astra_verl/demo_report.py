@@ -31,7 +31,8 @@ class Rise:
 
     @property
     def inside_noise(self) -> bool:
-        return abs(self.rise) < NOISE_SE * self.se or self.n < 2
+        # no change at all (rise 0, SE 0) shows nothing either: `0 < 2 * 0` alone would call it a signal
+        return abs(self.rise) < NOISE_SE * self.se or self.n < 2 or self.rise == 0
 
 
 def per_env_scores(rows: list[dict[str, Any]]) -> dict[str, float]:

@@ -76,6 +76,8 @@ def test_the_rise_needs_shared_environments_and_one_pass():
         paired_rise({"a": 1.0}, {"b": 1.0})
     assert paired_rise({"a": 0.0, "x": 1.0}, {"a": 1.0}).n == 1  # only the shared one counts
     assert paired_rise({"a": 0.0}, {"a": 1.0}).inside_noise  # one environment has no noise estimate
+    unchanged = paired_rise({"a": 0.5, "b": 1.0}, {"a": 0.5, "b": 1.0})  # every environment as before
+    assert unchanged.se == 0 and unchanged.inside_noise and "inside the noise" in rise_line(unchanged)
     with pytest.raises(ValueError, match="holds the prompt twice"):
         per_env_scores(_rows({"a": 0.0}) * 2)
 
