@@ -7,7 +7,7 @@ Each seed varies the tiny model's initialisation, the environments, the split, a
 data order (the demo's --seed). Per seed it prints the greedy validation reward on the train
 environments after SFT and after GRPO (verl's validation, astra_f1) and the rise; then the mean rise
 ± its standard error over seeds and in how many seeds the rise was positive. The demo's own output
-goes to <out>/seed<N>.log, its result to <out>/seed<N>.json. Extra arguments after `--` go to the
+goes to <out>/seed<N>.log, its result to <out>/seed<N>.json; a rerun reuses the seeds that have one. Extra arguments after `--` go to the
 demo unchanged. `--jobs 2` runs two seeds at a time (each needs ~4 GB of memory in its GRPO stage);
 a seed's result does not depend on it (same seed, same machine, same numbers), its wall time does.
 """
@@ -37,6 +37,9 @@ def summarize(rises: list[float]) -> tuple[float, float, int]:
 
 def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -> dict | str:
     """The seed's row, or why its demo failed (a string: one failed seed does not end the others)."""
+    done = out / f"seed{seed}.json"
+    if done.exists():  # resumable: a seed that finished keeps its row (the table says "reused")
+        return {**json.loads(done.read_text()), "reused": True}
     log = out / f"seed{seed}.log"
     os.environ["ASTRA_DEMO_STAGE_TIMEOUT_S"] = str(stage_timeout)  # this seed's process only
     t0 = time.perf_counter()
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
             print(
                 f"{row['seed']:>4} {row['after_sft']:>10.3f} {row['after_grpo']:>11.3f} {row['rise']:>+7.3f} "
-                f"{row['paired_se']:>10.3f} {row['envs']:>5} {row['wall_s']:>7.0f}",
+                f"{row['paired_se']:>10.3f} {row['envs']:>5} {row['wall_s']:>7.0f}{' (reused)' if row.get('reused') else ''}",
                 flush=True,
             )
     rows.sort(key=lambda r: r["seed"])
