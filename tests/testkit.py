@@ -28,6 +28,37 @@ def run_python(code: str, *, env: dict[str, str] | None = None, cwd: str | Path 
     )
 
 
+RAY_AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+
+@contextlib.contextmanager
+def ray_session(auth_mode: str | None = None, **init_kwargs):
+    """`ray.init(**init_kwargs)` in this (pytest's) process, undone on exit: shutdown, and Ray's
+    auth state restored. A local `ray.init()` writes RAY_AUTH_MODE=token into os.environ and Ray
+    caches its config in-process; left behind, the next test's Ray session in this process runs
+    with a stale mode (CI: a two-node cluster without auth refused the driver's actors, and a later
+    local `ray.init()` failed with InvalidAuthToken). `auth_mode` sets RAY_AUTH_MODE for the session."""
+    import ray
+    from ray._private.authentication_test_utils import reset_auth_token_state  # Ray's own tests' reset
+
+    saved = {name: os.environ.get(name) for name in RAY_AUTH_VARS}
+    if auth_mode is not None:
+        os.environ["RAY_AUTH_MODE"] = auth_mode
+    reset_auth_token_state()
+    try:
+        ray.init(**init_kwargs)
+        yield ray
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        reset_auth_token_state()
+
+
 def in_ci(environ: dict[str, str] | None = None) -> bool:
     """True under CI (`CI` set to anything but empty, 0 or false; .ci/run sets CI=true): there a
     missing real dependency fails its test instead of skipping it."""

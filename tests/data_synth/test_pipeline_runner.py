@@ -10,6 +10,7 @@ import textwrap
 import time
 
 import pytest
+from testkit import ray_session
 
 from astra_foundation.llm import LLMClient, ScriptedBackend
 from data_synth.pipeline import (
@@ -254,8 +255,7 @@ def test_ray_runner_matches_local(tmp_path):
 
     # this test module is not importable in the worker (importlib mode): ship it by value
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    try:
+    with ray_session(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False):
         items = _items(40)
         stats = asyncio.run(
             run_step_ray(
@@ -273,7 +273,5 @@ def test_ray_runner_matches_local(tmp_path):
             run_step_ray(Double(), items, tmp_path / "ray", context_factory=_ray_context, workers=2, progress=False)
         )
         assert (rerun.skipped_done, rerun.processed) == (39, 1)
-    finally:
-        ray.shutdown()
     asyncio.run(run_step(Double(), items, tmp_path / "local", ctx=_ctx(), progress=False))
     assert read_outputs(tmp_path / "ray", "t.double", Doubled) == read_outputs(tmp_path / "local", "t.double", Doubled)

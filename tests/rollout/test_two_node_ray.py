@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import pytest
+from testkit import ray_session
 
 from astra_foundation.llm import LLMClient, ScriptedBackend
 from data_synth.pipeline import Record, Step, StepContext, read_outputs
@@ -122,7 +123,6 @@ def cluster():
     root = Path(tempfile.mkdtemp(prefix="astra-ray2-"))  # short: Ray's socket paths live under it
     head_tmp, worker_tmp = root / "head", root / "worker"
     port = _free_port()
-    saved = os.environ.get("RAY_AUTH_MODE")
     address = f"127.0.0.1:{port}"
     common = ["--num-cpus=1", "--object-store-memory=80000000", "--disable-usage-stats"]
     client_port = _free_port()  # the default 10001 would meet any other cluster on this machine
@@ -132,18 +132,13 @@ def cluster():
              *_agent_ports(), temp_dir=head_tmp)  # fmt: skip
         _ray("start", f"--address={address}", "--node-ip-address=127.0.0.1", '--resources={"worker_node": 4}',
              *common, *_agent_ports(), temp_dir=worker_tmp)  # fmt: skip
-        os.environ["RAY_AUTH_MODE"] = "disabled"  # the driver too (restored below)
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
-        # this module is not importable in the workers (importlib mode): ship it by value
-        ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-        yield
+        # the driver too, with Ray's in-process auth state reset: an earlier local ray.init() in this
+        # process left RAY_AUTH_MODE=token behind, and the cluster then refused the driver's actors
+        with ray_session("disabled", address=address, log_to_driver=False, configure_logging=False):
+            # this module is not importable in the workers (importlib mode): ship it by value
+            ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+            yield
     finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        if saved is None:
-            os.environ.pop("RAY_AUTH_MODE", None)
-        else:
-            os.environ["RAY_AUTH_MODE"] = saved
         _stop(root, port)
         assert not _cluster_pids(root, port), "Ray processes of the two-node cluster outlived the test"
         shutil.rmtree(root, ignore_errors=True)

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from testkit import ray_session
 
 from astra_verl.training.batch_filling import is_valid_group
 
@@ -27,15 +28,13 @@ NEAR_FLAT = (0.8, 0.8, 0.8, 0.75)
 
 @pytest.fixture(scope="module")
 def tq():
-    import ray
     import transfer_queue
     from omegaconf import OmegaConf
 
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    transfer_queue.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
-    yield transfer_queue
-    transfer_queue.close()
-    ray.shutdown()
+    with ray_session(num_cpus=4, include_dashboard=False, log_to_driver=False):
+        transfer_queue.init(OmegaConf.create({"backend": {"SimpleStorage": {"num_data_storage_units": 1}}}))
+        yield transfer_queue
+        transfer_queue.close()
 
 
 def info(reward: float) -> dict:
