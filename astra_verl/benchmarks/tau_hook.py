@@ -82,7 +82,7 @@ class ScriptedUser:
 class LLMUser:
     """τ-bench's LLM user: the conversation with roles swapped, under τ-bench's user prompt."""
 
-    def __init__(self, instruction: str, base_url: str, model: str):
+    def __init__(self, instruction: str, base_url: str, model: str, *, max_tokens: int | None, timeout_s: float):
         self.messages = [
             {"role": "system", "content": user_system_prompt(instruction)},
             {"role": "user", "content": OPENING},
@@ -90,7 +90,10 @@ class LLMUser:
         # One client per episode: a cached one would outlive the event loop it was made on.
         from astra_foundation.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
 
-        self.client = build_client(LLMConfig(base_urls=[base_url], model=model, cache=False))
+        budget = {} if max_tokens is None else {"max_tokens": max_tokens}  # None: LLMConfig's default
+        self.client = build_client(
+            LLMConfig(base_urls=[base_url], model=model, cache=False, timeout_s=timeout_s, **budget)
+        )
 
     async def reply(self, agent_message: str | None) -> str:
         if agent_message is not None:
@@ -103,6 +106,20 @@ class LLMUser:
 
     async def aclose(self) -> None:
         await self.client.aclose()
+
+
+def _number(kwargs: dict[str, Any], key: str, kind: type, default: Any) -> Any:
+    """A positive number the row carries as a string (parquet-friendly), or `default` when absent."""
+    raw = kwargs.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = kind(raw)
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value <= 0:
+        raise HookError(f"tau_user: interaction_kwargs.{key} must be a positive {kind.__name__}, got {raw!r}")
+    return value
 
 
 def _strings(kwargs: dict[str, Any], key: str) -> list[str]:
@@ -133,7 +150,13 @@ class TauUserHook(EnvironmentHook):
                 raise HookError(
                     f"tau_user: an LLM user needs interaction_kwargs {missing} (the user simulator's endpoint)"
                 )
-            self.user = LLMUser(kwargs["instruction"], kwargs["base_url"], kwargs["model"])
+            self.user = LLMUser(
+                kwargs["instruction"],
+                kwargs["base_url"],
+                kwargs["model"],
+                max_tokens=_number(kwargs, "max_tokens", int, None),
+                timeout_s=_number(kwargs, "timeout_s", float, 120.0),
+            )
         else:
             raise HookError(f"tau_user: interaction_kwargs.user must be 'scripted' or 'llm', got {kind!r}")
         self.terminate_tools = set(_strings(kwargs, "terminate_tools")) if kwargs.get("terminate_tools") else set()

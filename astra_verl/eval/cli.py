@@ -96,7 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="a Hugging Face checkpoint directory, served by hf_cpu (with --base-url: its tokenizer and template)",
     )
-    add_llm_arguments(envs, what="optional: vLLM serving the policy, token prompts in", only=ENDPOINT, from_env=False)
+    add_llm_arguments(
+        envs, what="optional: vLLM serving the policy, token prompts in", only=(*ENDPOINT, "timeout"), from_env=False
+    )
     envs.add_argument("--out", default=None, help="output folder (default runs/eval_envs/<checkpoint>_<data>)")
     envs.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
     envs.add_argument(
@@ -397,6 +399,7 @@ def cmd_envs(args: argparse.Namespace) -> int:
             base_url=args.base_url,
             model=args.model,
             api_key_env=args.api_key_env,
+            timeout_s=args.timeout,
             out=Path(out),
             recipe=args.recipe,
             overrides=args.set,

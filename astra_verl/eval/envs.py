@@ -75,6 +75,7 @@ class EnvEvalConfig(StrictModel):
     base_url: str | None = None  # an OpenAI-compatible endpoint (comma-separated: a pool) serving the policy
     model: str | None = None  # the endpoint's name of the policy
     api_key_env: str = "OPENAI_API_KEY"  # variable holding the endpoint's key (unset: none)
+    timeout_s: float = Field(default=120.0, gt=0)  # per request to the endpoint
     recipe: str = "astra_cpu"
     overrides: list[str] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0)  # None: the config's val_kwargs (greedy)
@@ -215,6 +216,7 @@ def endpoint_server(cfg: EnvEvalConfig, config: DictConfig) -> EndpointServer:
         model=cfg.model,
         api_key_env=cfg.api_key_env,
         max_concurrency=cfg.concurrency,
+        timeout_s=cfg.timeout_s,
         cache=False,
     )
     rollout = config.actor_rollout_ref.rollout

@@ -21,6 +21,14 @@ def _user_endpoint(p: argparse.ArgumentParser) -> None:
         defaults={"base_url": "", "model": ""},
         from_env=False,
     )
+    p.add_argument(
+        "--user-max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="tokens per simulated-user turn (default: the client's 4096; a small model as user can ramble for "
+        "thousands of tokens, which on CPU outlasts the request timeout: 256 is plenty for a customer's message)",
+    )
 
 
 def add_parser(sub: Any) -> None:
@@ -28,13 +36,17 @@ def add_parser(sub: Any) -> None:
         "tau",
         help="evaluate a checkpoint or an endpoint on τ-bench (pass^1, pass^k with --n)",
         description="Run τ-bench's tasks of one domain and split through astra_tool_agent with τ-bench's "
-        "simulated user and score them with τ-bench's reward (docs/tau-bench.md). Resumable.",
+        "simulated user and score them with τ-bench's reward (docs/tau-bench.md). Resumable. --timeout "
+        "applies to the policy's endpoint and to the user's.",
     )
     p.add_argument("--domain", required=True, choices=["retail", "airline"])
     p.add_argument("--split", default="test", help="retail: train, dev, test; airline: test (default test)")
     p.add_argument("--model-path", required=True, help="a checkpoint (served by hf_cpu; with --base-url its tokenizer)")
     add_llm_arguments(
-        p, what="optional: an endpoint serving the policy", only=("base-url", "model", "api-key-env"), from_env=False
+        p,
+        what="optional: an endpoint serving the policy",
+        only=("base-url", "model", "api-key-env", "timeout"),
+        from_env=False,
     )
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
     _user_endpoint(p)
@@ -65,6 +77,13 @@ def add_export_parser(sub: Any) -> None:
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
     _user_endpoint(p)
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="seconds per request to the user's endpoint (default 120)",
+    )
 
 
 def add_report_parser(sub: Any) -> None:

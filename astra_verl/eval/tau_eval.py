@@ -63,6 +63,8 @@ class TauEvalConfig(StrictModel):
     user: Literal["llm", "scripted"] = "llm"
     user_base_url: str = ""
     user_model: str = ""
+    user_max_tokens: int | None = Field(default=None, ge=1)  # per user turn (None: the client's default)
+    timeout_s: float = Field(default=120.0, gt=0)  # per request, to the policy's and the user's endpoints
     recipe: str = "astra_cpu"
     overrides: list[str] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0)
@@ -105,7 +107,13 @@ def rows_path(cfg: TauEvalConfig, *, build: bool = True) -> Path:
     """The run's rows, built on first use (a resumed run reads them back)."""
     path = cfg.out / "rows" / f"{cfg.domain}_{cfg.split}.parquet"
     if build and not path.exists():
-        user = tau_rows.UserConfig(user=cfg.user, base_url=cfg.user_base_url, model=cfg.user_model)
+        user = tau_rows.UserConfig(
+            user=cfg.user,
+            base_url=cfg.user_base_url,
+            model=cfg.user_model,
+            max_tokens=cfg.user_max_tokens,
+            timeout_s=cfg.timeout_s,
+        )
         count = len(tau.load_tasks(cfg.domain, cfg.split))
         indices = range(min(count, cfg.limit or count))
         tau_rows.build(cfg.out / "rows", cfg.domain, cfg.split, user=user, indices=indices)
@@ -126,6 +134,7 @@ class TauEvaluation:
             base_url=cfg.base_url,
             model=cfg.model,
             api_key_env=cfg.api_key_env,
+            timeout_s=cfg.timeout_s,
             recipe=cfg.recipe,
             overrides=[*tau_overrides(), *cfg.overrides],
             temperature=cfg.temperature,
@@ -222,6 +231,8 @@ def cmd_tau(args: argparse.Namespace) -> int:
             user=args.user,
             user_base_url=args.user_base_url,
             user_model=args.user_model,
+            user_max_tokens=args.user_max_tokens,
+            timeout_s=args.timeout,
             recipe=args.recipe,
             overrides=args.override,
             temperature=args.temperature,
@@ -265,7 +276,13 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     try:
-        user = tau_rows.UserConfig(user=args.user, base_url=args.user_base_url, model=args.user_model)
+        user = tau_rows.UserConfig(
+            user=args.user,
+            base_url=args.user_base_url,
+            model=args.user_model,
+            max_tokens=args.user_max_tokens,
+            timeout_s=args.timeout,
+        )
         count = len(tau.load_tasks(args.domain, args.split))
     except SettingsError as exc:
         raise UsageError(f"eval tau-export: {exc}") from None

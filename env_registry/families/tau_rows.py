@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from astra_foundation.strict import StrictModel
 from env_registry.export import ABILITY, DATA_SOURCE_PREFIX, write_parquet
@@ -37,6 +37,10 @@ class UserConfig(StrictModel):
     user: Literal["scripted", "llm"] = "scripted"
     base_url: str = ""  # llm: the OpenAI-compatible endpoint (…/v1)
     model: str = ""  # llm: the model it serves
+    # llm: tokens per user turn (None: the client's default, 4096) and seconds per request. A small
+    # model as user can ramble for thousands of tokens; on CPU that outlasts the request timeout.
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=120.0, gt=0)
 
     @model_validator(mode="after")
     def _endpoint(self) -> UserConfig:
@@ -55,7 +59,15 @@ def interaction_kwargs(task: tau.TauTask, user: UserConfig) -> dict[str, Any]:
     }
     if user.user == "scripted":
         return {**kwargs, "script": json.dumps([task.instruction])}
-    return {**kwargs, "instruction": task.instruction, "base_url": user.base_url, "model": user.model}
+    llm = {
+        "instruction": task.instruction,
+        "base_url": user.base_url,
+        "model": user.model,
+        "timeout_s": str(user.timeout_s),
+    }
+    if user.max_tokens is not None:
+        llm["max_tokens"] = str(user.max_tokens)
+    return {**kwargs, **llm}
 
 
 def task_row(

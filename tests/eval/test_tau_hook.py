@@ -148,3 +148,42 @@ def test_episode_actions_keep_ran_calls_up_to_the_first_terminate_tool():
         ("get", {"id": "1"}),
         ("transfer_to_human_agents", {"summary": "s"}),
     ]
+
+
+def test_the_rows_user_budget_and_timeout_reach_the_user_models_requests():
+    """`eval tau --user-max-tokens N --timeout S` (and tau-export's): written into each row, read by the
+    hook; without them the client's defaults (4096 tokens, 120 s)."""
+    require_tau_bench()
+    from env_registry.families import tau, tau_rows
+
+    task = tau.load_tasks("retail", "test")[0]
+    seen = []
+
+    def handler(payload, n):
+        seen.append(payload)
+        return chat_reply(f"Bye {STOP}")
+
+    async def ask(user: tau_rows.UserConfig):
+        server = FakeOpenAIServer(handler, models=("user-model",))
+        base_url = await server.start()
+        try:
+            kwargs = tau_rows.interaction_kwargs(task, user.model_copy(update={"base_url": base_url}))
+            assert all(isinstance(v, str) for v in kwargs.values())  # parquet-friendly
+            hook = TauUserHook(kwargs)
+            await hook.on_start(None)
+            return hook.user.client.backend.timeout_s
+        finally:
+            await server.stop()
+
+    llm = {"user": "llm", "base_url": "http://unused", "model": "user-model"}
+    assert asyncio.run(ask(tau_rows.UserConfig(**llm, max_tokens=256, timeout_s=300))) == 300
+    assert seen[-1]["max_tokens"] == 256
+    assert asyncio.run(ask(tau_rows.UserConfig(**llm))) == 120
+    assert seen[-1]["max_tokens"] == 4096
+
+
+@pytest.mark.parametrize(("key", "value"), [("max_tokens", "0"), ("max_tokens", "many"), ("timeout_s", "-1")])
+def test_a_bad_user_budget_in_a_row_is_refused(key, value):
+    kwargs = {"user": "llm", "instruction": "x", "base_url": "http://127.0.0.1:9/v1", "model": "m", key: value}
+    with pytest.raises(HookError, match=f"interaction_kwargs.{key} must be a positive"):
+        TauUserHook(kwargs)
