@@ -180,6 +180,7 @@ def evaluate(
     its means, per split the F1 of each environment, and the seconds the evaluations took when they
     ran (a split found finished keeps the time it recorded; NaN if it recorded none)."""
     scores, rows, seconds = {}, {}, 0.0
+    out.mkdir(parents=True, exist_ok=True)  # its parent is the evaluations' working directory
     limits = [
         f"data.max_prompt_length={tier.max_prompt_length}",
         f"data.max_response_length={tier.max_response_length}",
