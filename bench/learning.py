@@ -75,6 +75,10 @@ class Tier:
     splits: tuple[Split, ...]
     max_hops: int = 2
     recovery_share: float = 0.2
+    # the SFT demonstrations' train export: irrelevant-tool mixing (env_registry export-parquet
+    # --mixing) and the share of rows given a no-tool twin (export-sft --no-tool-share)
+    sft_mixing: str = "none"
+    no_tool_share: float = 0.0
     max_prompt_length: int = 2048
     max_response_length: int = 512
     sft_steps: int = 240
@@ -150,27 +154,53 @@ def build_model(tier: Tier, seed: int, root: Path) -> Path:
 
 def build_data(tier: Tier, tokenizer: Path, root: Path) -> dict[str, Path]:
     """Per split a store and an export (all rows in one parquet, `data_source` = the split's name),
-    and `sft.parquet`, the golden demonstrations of the train rows."""
+    and the golden demonstrations of the train rows (`demonstrations_file`)."""
     data = root / "data"
     out = {s.name: data / f"{s.name}.parquet" for s in tier.splits}
-    if all(p.exists() for p in out.values()) and (data / "sft.parquet").exists():
-        return out
-    shutil.rmtree(data, ignore_errors=True)
-    for split in tier.splits:
-        store, export = data / split.name / "store", data / split.name / "rl"
-        run(py("-m", "env_registry", "--store", str(store), "-q", "generate", "--n", str(split.envs),
-               "--seed", str(split.seed), "--max-hops", str(tier.max_hops),
-               "--scenario-types", ",".join(split.scenario_types)), root)  # fmt: skip
-        run(py("-m", "env_registry", "--store", str(store), "-q", "validate"), root)
-        run(py("-m", "env_registry", "--store", str(store), "-q", "export-parquet", "--out", str(export),
-               "--mixing", "none", "--val-fraction", "0", "--tokenizer", str(tokenizer),
-               "--max-prompt-length", str(tier.max_prompt_length)), root)  # fmt: skip
-        rows = pd.read_parquet(export / "mix_none" / "train.parquet")
-        rows["data_source"] = split.name  # verl's validation reports per data_source: per split
-        rows.to_parquet(out[split.name])
-    run(py("-m", "env_registry", "-q", "export-sft", str(out["train"]), "--out", str(data / "sft.parquet"),
-           "--recovery-share", str(tier.recovery_share)), root)  # fmt: skip
+    if not all(p.exists() for p in out.values()):
+        shutil.rmtree(data, ignore_errors=True)
+        for split in tier.splits:
+            store, export = data / split.name / "store", data / split.name / "rl"
+            run(py("-m", "env_registry", "--store", str(store), "-q", "generate", "--n", str(split.envs),
+                   "--seed", str(split.seed), "--max-hops", str(tier.max_hops),
+                   "--scenario-types", ",".join(split.scenario_types)), root)  # fmt: skip
+            run(py("-m", "env_registry", "--store", str(store), "-q", "validate"), root)
+            export_split(tier, store, export, "none", tokenizer, root)
+            rows = pd.read_parquet(export / "mix_none" / "train.parquet")
+            rows["data_source"] = split.name  # verl's validation reports per data_source: per split
+            rows.to_parquet(out[split.name])
+    build_demonstrations(tier, tokenizer, root)
     return out
+
+
+def export_split(tier: Tier, store: Path, export: Path, mixing: str, tokenizer: Path, root: Path) -> Path:
+    run(py("-m", "env_registry", "--store", str(store), "-q", "export-parquet", "--out", str(export),
+           "--mixing", mixing, "--val-fraction", "0", "--tokenizer", str(tokenizer),
+           "--max-prompt-length", str(tier.max_prompt_length)), root)  # fmt: skip
+    return export / f"mix_{mixing}" / "train.parquet"
+
+
+def demonstrations_file(tier: Tier, root: Path) -> Path:
+    """`data/sft.parquet` for the plain demonstrations (the name older run folders have), else a name
+    that carries the mixing and the no-tool share."""
+    if (tier.sft_mixing, tier.no_tool_share) == ("none", 0.0):
+        return root / "data" / "sft.parquet"
+    return root / "data" / f"sft-mix_{tier.sft_mixing}-notool_{tier.no_tool_share:g}.parquet"
+
+
+def build_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
+    """The golden demonstrations of the train split (`env_registry export-sft`), from its export with
+    the tier's mixing, with the tier's recovery share and no-tool share."""
+    path = demonstrations_file(tier, root)
+    if path.exists():
+        return path
+    train = root / "data" / "train"
+    rl = train / "rl" / f"mix_{tier.sft_mixing}" / "train.parquet"
+    if not rl.exists():
+        export_split(tier, train / "store", train / "rl", tier.sft_mixing, tokenizer, root)
+    run(py("-m", "env_registry", "-q", "export-sft", str(rl), "--out", str(path),
+           "--recovery-share", str(tier.recovery_share), "--no-tool-share", str(tier.no_tool_share)), root)  # fmt: skip
+    return path
 
 
 def evaluate(
@@ -576,7 +606,7 @@ def run_seed(tier: Tier, seed: int, out: Path, data: dict[str, Path] | None) -> 
     base_scores, base_rows, seconds["base_eval"] = evaluate(tier, model, data, base_dir)
     base = row_of(base_scores)
     print(f"seed {seed}: base model {base}", flush=True)
-    demos = demonstrations_for_seed(tier, seed, out / "data" / "sft.parquet", seed_dir)
+    demos = demonstrations_for_seed(tier, seed, demonstrations_file(tier, out), seed_dir)
     checkpoint, seconds["sft"], _ = sft(tier, seed, model, demos, seed_dir)
     losses = read_metrics(seed_dir / "sft.metrics.jsonl")
     loss = [losses[s]["train/loss"] for s in sorted(losses) if "train/loss" in losses[s]]

@@ -45,15 +45,18 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
 import learning  # noqa: E402
+import pandas as pd  # noqa: E402
 import transfer_table as tt  # noqa: E402
 
 from astra_verl.demo import run  # noqa: E402
 
 HOUR = 3600.0
+LABELS = {"base": "base", "sft": "SFT", "sft_notool": "SFT + no-tool", "grpo": "GRPO"}
 MULTI_TURN = ("base", "miss_func", "miss_param", "long_context")
 
 
@@ -345,22 +348,33 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
 # -- main -------------------------------------------------------------------------------------------
 
 
-def train(out: Path, sft: bool) -> tuple[Path, Path | None, dict, list[str]]:
-    """bench/learning.py's real tier, seed 0, to its SFT stage: (base model, SFT checkpoint or None
-    when `sft` is false, the held-out data, report lines)."""
-    tier, root = learning.REAL, out / "learning"
+def fixed_tier(args: argparse.Namespace) -> learning.Tier:
+    """The real tier with the irrelevance fix in its SFT data (issue 33): the train export with
+    irrelevant-tool mixing, and no-tool twins of a share of the demonstrations."""
+    return replace(learning.REAL, sft_mixing=args.sft_mixing, no_tool_share=args.no_tool_share)
+
+
+def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], dict, list[str]]:
+    """bench/learning.py's real tier, seed 0, to its SFT stage: (base model, the SFT checkpoints of
+    the models asked for: `sft` on the plain demonstrations, `sft_notool` on the fixed ones, the
+    held-out data, report lines)."""
+    root = out / "learning"
     root.mkdir(parents=True, exist_ok=True)
-    model = learning.build_model(tier, 0, root)
-    data = learning.build_data(tier, model, root)
-    if not sft:
-        return model, None, data, []
-    seed_dir = root / "seed0"
-    seed_dir.mkdir(exist_ok=True)
-    demos = learning.demonstrations_for_seed(tier, 0, root / "data" / "sft.parquet", seed_dir)
-    reused = (seed_dir / "sft.seconds").exists()
-    ckpt, seconds, steps = learning.sft(tier, 0, model, demos, seed_dir)
-    line = f"- SFT: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps, {seconds:.0f} s"
-    return model, ckpt, data, [line + (" (reused)" if reused else "")]
+    model = learning.build_model(learning.REAL, 0, root)
+    data = learning.build_data(learning.REAL, model, root)
+    variants = {"sft": (learning.REAL, "seed0"), "sft_notool": (fixed_tier(args), "seed0-notool")}
+    checkpoints, lines = {}, []
+    for name, (tier, folder) in variants.items():
+        if name not in args.models:
+            continue
+        seed_dir = root / folder
+        seed_dir.mkdir(exist_ok=True)
+        demos = learning.build_demonstrations(tier, model, root)
+        reused = (seed_dir / "sft.seconds").exists()
+        checkpoints[name], seconds, steps = learning.sft(tier, 0, model, demos, seed_dir)
+        line = f"- {LABELS[name]}: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps on {demos.name}"
+        lines.append(line + f" ({len(pd.read_parquet(demos))} conversations), {seconds:.0f} s" + (" (reused)" if reused else ""))  # fmt: skip
+    return model, checkpoints, data, lines
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -374,8 +388,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--styles", default="fc", help="BFCL call styles, comma-separated: fc, prompting (default fc)")
     p.add_argument("--multi-turn-per-category", type=int, default=2, help="multi-turn entries run per category (0: count only)")  # fmt: skip
     p.add_argument(
+        "--no-tool-share",
+        type=float,
+        default=0.5,
+        help="`sft_notool`: share of the demonstrations given a no-tool twin (export-sft --no-tool-share; default 0.5)",
+    )
+    p.add_argument(
+        "--sft-mixing",
+        choices=("none", "random", "banded"),
+        default="banded",
+        help="`sft_notool`: irrelevant-tool mixing of its demonstrations' export (default banded)",
+    )
+    p.add_argument(
         "--models",
-        default="base,sft,grpo",
+        default="base,sft,sft_notool,grpo",
         help="measure only these now (e.g. `base` while SFT trains elsewhere); the report needs every model",
     )
     p.add_argument(
@@ -414,8 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         data = learning.build_data(learning.REAL, base, out / "learning")
     else:
-        base, ckpt, data, train_lines = train(out, "sft" in args.models)
-        models = {"sft": ckpt}
+        base, models, data, train_lines = train(out, args)
     data = {} if args.no_heldout else data
     models = {"base": base, **models}
     if args.grpo_checkpoint:
@@ -426,7 +451,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {m: measure(m, p, args, out, st_ids, mt_ids, data) for m, p in models.items() if m in args.models}
     missing = [m for m in models if m not in results]
     info = {
-        "labels": {"base": "base", "sft": "SFT", "grpo": "GRPO"} | {},
+        "labels": dict(LABELS),
         "models": {m: str(p) for m, p in models.items() if m in results},
         "sizes": {c: bs.category_size(c) for c in bs.CATEGORIES},
         "command": " ".join([".venv/bin/python", "bench/transfer.py", *(argv if argv is not None else sys.argv[1:])]),

@@ -200,7 +200,7 @@ def _export_sft(sub: Any, common: argparse.ArgumentParser) -> None:
         description="One SFT conversation per row of an RL parquet written by export-parquet: the row's prompt "
         "and tools, each tool-needing sub-question's golden call with its real sandbox output, then the final "
         "answer; a share of them also shows a failed call with the error the agent loop gives and the corrected "
-        "call. Same format as `data_synth traj export` (see env_registry.golden_sft).",
+        "call, and a share (--no-tool-share) is repeated with none of its own tools and no call. Same format as `data_synth traj export` (see env_registry.golden_sft).",
     )
     gs.add_argument("rl_parquet", help="an export-parquet file, e.g. <out>/mix_none/train.parquet")
     gs.add_argument("--out", required=True, help="SFT parquet to write")
@@ -215,7 +215,14 @@ def _export_sft(sub: Any, common: argparse.ArgumentParser) -> None:
         default=",".join(RECOVERY_KINDS),
         help=f"comma-separated failure kinds, assigned in turn (default {','.join(RECOVERY_KINDS)})",
     )
-    gs.add_argument("--seed", type=int, default=0, help="which rows, calls and kinds (default 0)")
+    gs.add_argument(
+        "--no-tool-share",
+        type=float,
+        default=0.0,
+        help="share of rows also written with other domains' tools only and a reply that makes no call, so the "
+        "model learns to decline when no tool fits (BFCL's irrelevance); default 0",
+    )
+    gs.add_argument("--seed", type=int, default=0, help="which rows, calls, kinds and no-tool tools (default 0)")
     gs.set_defaults(run=_C + "export:cmd_export_sft")
 
 

@@ -22,13 +22,22 @@ corrected call. Three kinds, assigned in turn over the chosen rows:
 - `malformed`: the golden call as a hermes `<tool_call>` block missing its closing brace, refused
   as the `astra_hermes` parser refuses invalid JSON (`call_errors.not_json`).
 
+No-tool twins. Demonstrations that always end in a call teach a model to call a tool whatever it
+is shown (measured: SmolLM2 after 80 SFT steps on them fell from 100 to 0 on BFCL's irrelevance
+category). A share of the rows (`NoTool.share`, default 0) is therefore written a second time with
+none of its own tools: the same prompt, as many tools as the row shows drawn from environments of
+other domains (never a tool of the row's own environment, by name), and one assistant turn that
+says no tool it has can answer and makes no call. Which rows and which tools follow from
+`NoTool.seed` and the environment ids only.
+
 The failed attempt's assistant turn carries `weight: 0` (OpenAI's fine-tuning convention, read by
 `data_synth.traj.sft_dataset.TrajSFTDataset`): the model sees the mistake and the error in context
 and learns the correction, not the mistake. Which rows, which call and which kind follow from
 `Recovery.seed` and the environment id only, so a rerun writes the same data.
 
 The parquet has the format `data_synth traj export` writes (`data_synth/traj/export_sft.py`):
-`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or "") and `sft_version`;
+`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or ""), `no_tool` (a twin)
+and `sft_version`;
 verl reads it with `data_synth.traj.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it).
 This is the laptop stand-in for trajectory synthesis: it needs no LLM, and it is what `make demo`
 fine-tunes the tiny model on before GRPO, so that the policy emits real tool calls.
@@ -59,7 +68,7 @@ from env_registry.rows import RowInfo, row_env, row_tool
 from env_registry.spec import EnvSpec, SubQuestion, tool_module
 from env_registry.store import EnvStore
 
-SFT_VERSION = 2
+SFT_VERSION = 3  # 3: the `no_tool` column
 
 RecoveryKind = Literal["wrong_argument", "unknown_tool", "malformed"]
 RECOVERY_KINDS: tuple[RecoveryKind, ...] = ("wrong_argument", "unknown_tool", "malformed")
@@ -79,6 +88,23 @@ class Recovery(StrictModel):
     share: float = Field(default=0.2, ge=0.0, le=1.0, description="share of rows with one failed attempt")
     kinds: tuple[RecoveryKind, ...] = Field(default=RECOVERY_KINDS, min_length=1)
     seed: int = 0
+
+
+class NoTool(StrictModel):
+    """Which demonstrations also appear with other domains' tools only, answered without a call."""
+
+    section = "export-sft no-tool"
+
+    share: float = Field(default=0.0, ge=0.0, le=1.0, description="share of rows given a no-tool twin")
+    seed: int = 0
+
+
+def no_tool_reply(names: Sequence[str]) -> str:
+    """The twin's answer: which tools it has, and that none of them fits (no call, no guess)."""
+    return (
+        f"None of the tools I have ({', '.join(names)}) can answer this question, "
+        "so I cannot look it up and will not guess."
+    )
 
 
 @dataclass(frozen=True)
@@ -117,12 +143,15 @@ class GoldenSummary:
     rows: int = 0
     recovery: Counter = field(default_factory=Counter)  # kind -> rows
     fallbacks: Counter = field(default_factory=Counter)  # "wanted->given" -> rows
+    no_tool: int = 0  # no-tool twins written after the golden rows
 
     def describe(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.recovery.items())) or "none"
         text = (
             f"{self.rows} conversations, {sum(self.recovery.values())} with a failed call and its correction ({kinds})"
         )
+        if self.no_tool:
+            text += f", plus {self.no_tool} no-tool twins (other domains' tools, answered without a call)"
         if self.fallbacks:
             text += "; kinds replaced: " + ", ".join(f"{k} {n}" for k, n in sorted(self.fallbacks.items()))
         return text
@@ -275,8 +304,51 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
         "tools": json.dumps(plan.tools),
         "env_id": plan.env.id,
         "recovery": attempt.kind if attempt is not None else "",
+        "no_tool": False,
         "sft_version": SFT_VERSION,
     }
+
+
+def no_tool_twins(plans: Sequence[GoldenPlan], no_tool: NoTool) -> list[dict[str, Any]]:
+    """round(share * n) extra SFT rows: a chosen row's prompt, other domains' tools, no call."""
+    count = round(no_tool.share * len(plans))
+    if not count:
+        return []
+
+    def rank(i: int) -> str:
+        return hashlib.sha256(f"{no_tool.seed}/no-tool/{plans[i].env.id}/{i}".encode()).hexdigest()
+
+    twins = []
+    for i in sorted(sorted(range(len(plans)), key=rank)[:count]):
+        plan = plans[i]
+        own = {t.name for t in plan.env.tools} | set(plan.shown)
+        pool = {
+            t["function"]["name"]: t
+            for other in plans
+            if other.env.domain != plan.env.domain
+            for t in other.tools
+            if t["function"]["name"] not in own
+        }
+        if not pool:
+            raise GoldenSFTError(
+                f"environment {plan.env.id}: no-tool twins need rows of another domain than {plan.env.domain!r} "
+                "(export more domains, or --no-tool-share 0)"
+            )
+        rng = random.Random(f"{no_tool.seed}/no-tool/{plan.env.id}")
+        tools = [pool[n] for n in rng.sample(sorted(pool), min(len(plan.tools), len(pool)))]
+        names = [t["function"]["name"] for t in tools]
+        messages = [dict(m) for m in plan.row["prompt"]] + [{"role": "assistant", "content": no_tool_reply(names)}]
+        twins.append(
+            {
+                "messages": messages,
+                "tools": json.dumps(tools),
+                "env_id": plan.env.id,
+                "recovery": "",
+                "no_tool": True,
+                "sft_version": SFT_VERSION,
+            }
+        )
+    return twins
 
 
 def _attempt_messages(attempt: Attempt, failed: Any) -> list[dict[str, Any]]:
@@ -305,8 +377,10 @@ def golden_rows(
     rl_parquet: str | Path,
     recovery: Recovery | None = None,
     progress: Callable[[int, int], None] | None = None,
+    no_tool: NoTool | None = None,
 ) -> tuple[list[dict[str, Any]], GoldenSummary]:
-    """One golden SFT conversation per row of an exported RL parquet; tool outputs from the sandbox."""
+    """One golden SFT conversation per row of an exported RL parquet (tool outputs from the sandbox),
+    then the no-tool twins of a share of them."""
     recovery = recovery or Recovery()
     stores: dict[str, EnvStore] = {}
     plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
@@ -326,13 +400,20 @@ def golden_rows(
     for i, out in zip(redo, run_programs(_jobs([plans[i] for i in redo])) if redo else [], strict=True):
         outputs[i] = out
     summary.recovery.update(p.attempt.kind for p in plans if p.attempt is not None)
-    return [conversation(p, out) for p, out in zip(plans, outputs, strict=True)], summary
+    rows = [conversation(p, out) for p, out in zip(plans, outputs, strict=True)]
+    twins = no_tool_twins(plans, no_tool or NoTool())
+    summary.no_tool = len(twins)
+    return rows + twins, summary
 
 
 def write_golden_sft(
-    rl_parquet: str | Path, out: str | Path, recovery: Recovery | None = None, progress=None
+    rl_parquet: str | Path,
+    out: str | Path,
+    recovery: Recovery | None = None,
+    progress=None,
+    no_tool: NoTool | None = None,
 ) -> GoldenSummary:
-    rows, summary = golden_rows(rl_parquet, recovery, progress=progress)
+    rows, summary = golden_rows(rl_parquet, recovery, progress=progress, no_tool=no_tool)
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows), out)
     return summary

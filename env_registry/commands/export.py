@@ -16,7 +16,7 @@ from astra_foundation.strict import SettingsError
 from env_registry import cli_rl
 from env_registry.commands.common import csv, open_store, say
 from env_registry.export import DEFAULT_SYSTEM_PROMPT, ExportConfig, export_rows, write_export
-from env_registry.golden_sft import Recovery, write_golden_sft
+from env_registry.golden_sft import NoTool, Recovery, write_golden_sft
 from env_registry.mixing import build_mixer
 
 
@@ -84,8 +84,9 @@ def cmd_export(args: argparse.Namespace) -> int:
 def cmd_export_sft(args: argparse.Namespace) -> int:
     try:
         recovery = Recovery(share=args.recovery_share, kinds=tuple(csv(args.recovery_kinds) or ()), seed=args.seed)
+        no_tool = NoTool(share=args.no_tool_share, seed=args.seed)
     except SettingsError as exc:
-        raise UsageError(f"{exc} (--recovery-share, --recovery-kinds)") from None
+        raise UsageError(f"{exc} (--recovery-share, --recovery-kinds, --no-tool-share)") from None
     t0 = time.perf_counter()
     with tqdm(desc="golden calls", unit="row", disable=args.quiet) as bar:
 
@@ -93,7 +94,7 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
             bar.total = total
             bar.update(1)
 
-        summary = write_golden_sft(args.rl_parquet, args.out, recovery, progress=progress)
+        summary = write_golden_sft(args.rl_parquet, args.out, recovery, progress=progress, no_tool=no_tool)
     say(f"wrote {summary.describe()} to {args.out} in {time.perf_counter() - t0:.1f} s")
     return 0
 

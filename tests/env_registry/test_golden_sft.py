@@ -15,7 +15,7 @@ from astra_foundation.strict import SettingsError
 from astra_verl.rollout.tool_parser import HermesReportingParser
 from astra_verl.rollout.toolset import ToolCatalog
 from env_registry.export import ExportConfig, export_rows, write_export
-from env_registry.golden_sft import Recovery, golden_rows, write_golden_sft
+from env_registry.golden_sft import GoldenSFTError, NoTool, Recovery, golden_rows, write_golden_sft
 from env_registry.rows import RowInfo
 from env_registry.store import EnvStore
 
@@ -123,3 +123,53 @@ def test_bad_recovery_settings_are_refused():
         Recovery(kinds=("typo",))
     with pytest.raises(SettingsError, match="unknown keys"):
         Recovery(shares=0.2)
+
+
+def test_no_tool_twins_show_only_other_domains_tools_and_make_no_call(rl_parquet, envs):
+    golden, _ = golden_rows(rl_parquet, Recovery(share=0))
+    rows, summary = golden_rows(rl_parquet, Recovery(share=0), no_tool=NoTool(share=0.5, seed=1))
+    assert rows[: len(golden)] == golden  # the golden rows are untouched; the twins come after
+    twins = rows[len(golden) :]
+    assert len(twins) == summary.no_tool == round(0.5 * len(golden)) > 0
+    by_id = {e.id: e for e in envs}
+    domain_of = {t.name: e.domain for e in envs for t in e.tools}
+    for twin in twins:
+        env = by_id[twin["env_id"]]
+        shown = [t["function"]["name"] for t in json.loads(twin["tools"])]
+        assert shown and not set(shown) & {t.name for t in env.tools}
+        assert all(domain_of[n] != env.domain for n in shown)
+        reply = twin["messages"][-1]
+        assert twin["no_tool"] and reply["role"] == "assistant" and not reply.get("tool_calls")
+        assert all(n in reply["content"] for n in shown) and "<tool_call>" not in reply["content"]
+        original = next(r for r in golden if r["env_id"] == env.id)
+        assert twin["messages"][:-1] == original["messages"][: len(twin["messages"]) - 1]  # the same prompt
+    again, _ = golden_rows(rl_parquet, Recovery(share=0), no_tool=NoTool(share=0.5, seed=1))
+    assert again == rows  # a rerun writes the same data
+
+
+def test_a_no_tool_twin_trains_the_reply_without_a_call(tmp_path, rl_parquet, tiny_tokenizer):
+    from data_synth.traj.sft_dataset import TrajSFTDataset
+
+    path = tmp_path / "sft.parquet"
+    summary = write_golden_sft(rl_parquet, path, Recovery(share=0), no_tool=NoTool(share=1.0))
+    table = pd.read_parquet(path)
+    assert summary.no_tool == summary.rows and len(table) == 2 * summary.rows
+    dataset = TrajSFTDataset(str(path), tiny_tokenizer, {"max_length": 4096})
+    item = dataset[summary.rows]  # the first twin
+    live = item["attention_mask"].bool()
+    trained = tiny_tokenizer.decode(item["input_ids"][live][item["loss_mask"][live].bool()])
+    assert "None of the tools I have" in trained and "<tool_call>" not in trained
+
+
+def test_no_tool_twins_need_another_domain(tmp_path, envs):
+    one_domain = [e for e in envs if e.domain == envs[0].domain]
+    with EnvStore.open(tmp_path / "s", "a") as s:
+        s.add_many(one_domain)
+    cfg = ExportConfig(val_fraction=0)
+    folder = write_export(
+        export_rows(EnvStore.open(tmp_path / "s"), config=cfg, progress=False), tmp_path / "rl", cfg, {}
+    )
+    with pytest.raises(GoldenSFTError, match="another domain"):
+        golden_rows(folder / "train.parquet", Recovery(share=0), no_tool=NoTool(share=1.0))
+    with pytest.raises(SettingsError, match="share"):
+        NoTool(share=-0.1)
