@@ -198,6 +198,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--group-size", type=int, default=4, help="GRPO samples per prompt (default 4)")
     p.add_argument("--grpo-lr", type=float, default=1e-4, help="GRPO actor learning rate (default 1e-4)")
     p.add_argument(
+        "--temperature",
+        type=float,
+        default=0.5,
+        help="GRPO rollout temperature (default 0.5, the recipe's); validation is greedy whatever this is",
+    )
+    p.add_argument(
         "--seed", type=int, default=0, help="model init, environments, split, SFT and GRPO data order (default 0)"
     )
     args = p.parse_args(argv)
@@ -276,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict:
            "data.max_prompt_length=4096", f"data.max_response_length={RESPONSE_BUDGET}", "trainer.val_before_train=true",
            f"data.seed={args.seed}", f"actor_rollout_ref.rollout.seed={args.seed}",
            f"actor_rollout_ref.rollout.n={args.group_size}", f"actor_rollout_ref.actor.optim.lr={args.grpo_lr}",
-           f"trainer.test_freq={args.grpo_steps}", f"trainer.validation_data_dir={out / 'validation'}",
+           f"actor_rollout_ref.rollout.temperature={args.temperature}", f"trainer.test_freq={args.grpo_steps}", f"trainer.validation_data_dir={out / 'validation'}",
            f"trainer.rollout_data_dir={out / 'rollouts'}", "trainer.logger=[console,file,tensorboard]",
            f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={grpo_log}",
            f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={out / 'tensorboard'}"),

@@ -10,6 +10,10 @@ Models:
 - SFT: `--checkpoint DIR`, or the checkpoint `bench/learning.py --tier real` trains (its data build
   and its `sft()`: 80 steps on the golden demonstrations of 24 train environments, seed 0),
   trained here under `<out>/learning/` when absent;
+- SFT + no-tool: the same `sft()` on the same demonstrations plus no-tool twins of `--no-tool-share`
+  of them (`env_registry export-sft --no-tool-share`: the row's prompt, other domains' tools only,
+  a reply that makes no call), from an export with `--sft-mixing`; the fix for what the first table
+  measured (SFT on demonstrations that always call teaches the model to call: irrelevance 100 -> 0);
 - GRPO: `--grpo-checkpoint DIR` (optional; a third column).
 
 Measurements, each model in turn:
