@@ -35,11 +35,26 @@ def summarize(rises: list[float]) -> tuple[float, float, int]:
     return mean, se, sum(r > 0 for r in rises)
 
 
+def learning_steps(metrics: Path) -> tuple[int, int] | None:
+    """(GRPO steps whose update moved the policy, steps) from the demo's `grpo.metrics.jsonl`: a step
+    whose every group had equal rewards has zero advantage and a zero gradient, and teaches nothing
+    (seed 4 at the default settings: 7 of 24, and no rise). None if the file is absent."""
+    if not metrics.is_file():
+        return None
+    norms = [
+        record["data"]["actor/grad_norm"]
+        for record in map(json.loads, metrics.read_text().splitlines())
+        if "actor/grad_norm" in record.get("data", {})
+    ]
+    return sum(n > 0 for n in norms), len(norms)
+
+
 def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -> dict | str:
     """The seed's row, or why its demo failed (a string: one failed seed does not end the others)."""
     done = out / f"seed{seed}.json"
     if done.exists():  # resumable: a seed that finished keeps its row (the table says "reused")
-        return {**json.loads(done.read_text()), "reused": True}
+        row = json.loads(done.read_text())
+        return {"learning_steps": learning_steps(out / f"seed{seed}" / "grpo.metrics.jsonl"), **row, "reused": True}
     log = out / f"seed{seed}.log"
     os.environ["ASTRA_DEMO_STAGE_TIMEOUT_S"] = str(stage_timeout)  # this seed's process only
     t0 = time.perf_counter()
@@ -57,9 +72,14 @@ def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -
         "paired_se": r.se,
         "envs": r.n,
         "wall_s": time.perf_counter() - t0,
+        "learning_steps": learning_steps(out / f"seed{seed}" / "grpo.metrics.jsonl"),
     }
     (out / f"seed{seed}.json").write_text(json.dumps(row, indent=1))
     return row
+
+
+def steps_text(steps: tuple[int, int] | list[int] | None) -> str:
+    return "?" if steps is None else f"{steps[0]} of {steps[1]}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -80,7 +100,10 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = [int(s) for s in args.seeds.split(",")]
-    print(f"{'seed':>4} {'after SFT':>10} {'after GRPO':>11} {'rise':>7} {'paired SE':>10} {'envs':>5} {'wall s':>7}")
+    print(
+        f"{'seed':>4} {'after SFT':>10} {'after GRPO':>11} {'rise':>7} {'paired SE':>10} {'envs':>5} "
+        f"{'steps with a gradient':>22} {'wall s':>7}"
+    )
     rows = []
     with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
         futures = {pool.submit(run_seed, seed, out, args.demo_args, args.stage_timeout): seed for seed in seeds}
@@ -95,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
             rows.append(row)
             print(
                 f"{row['seed']:>4} {row['after_sft']:>10.3f} {row['after_grpo']:>11.3f} {row['rise']:>+7.3f} "
-                f"{row['paired_se']:>10.3f} {row['envs']:>5} {row['wall_s']:>7.0f}{' (reused)' if row.get('reused') else ''}",
+                f"{row['paired_se']:>10.3f} {row['envs']:>5} {steps_text(row.get('learning_steps')):>22} "
+                f"{row['wall_s']:>7.0f}{' (reused)' if row.get('reused') else ''}",
                 flush=True,
             )
     rows.sort(key=lambda r: r["seed"])
