@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     if not rows:
         sys.exit("every seed failed")
     mean, se, positive = summarize([r["rise"] for r in rows])
-    print(f"mean rise {mean:+.3f} ± {se:.3f} (SE over {len(rows)} seeds); positive in {positive} of {len(seeds)}")
+    spread = f"± {se:.3f} (SE over {len(rows)} seeds)" if len(rows) > 1 else "(one seed: no SE)"
+    print(f"mean rise {mean:+.3f} {spread}; positive in {positive} of {len(seeds)}")
 
 
 if __name__ == "__main__":
