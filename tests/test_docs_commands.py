@@ -96,6 +96,8 @@ def check_our_cli(argv: list[str], rest: list[str]) -> None:
         word = rest[i]
         if word == "...":
             return  # the page elides the rest of the command
+        if word == "--":
+            return  # what follows goes to another program unchanged (bench/demo_rise.py -> the demo)
         if word.startswith("-"):
             flag = word.split("=", 1)[0]
             assert any(re.search(re.escape(flag) + r"\b", h) for h in helps), f"{' '.join(path)}: no option {flag}"
