@@ -165,8 +165,7 @@ def build_data(tier: Tier, tokenizer: Path, root: Path) -> dict[str, Path]:
                    "--seed", str(split.seed), "--max-hops", str(tier.max_hops),
                    "--scenario-types", ",".join(split.scenario_types)), root)  # fmt: skip
             run(py("-m", "env_registry", "--store", str(store), "-q", "validate"), root)
-            export_split(tier, store, export, "none", tokenizer, root)
-            rows = pd.read_parquet(export / "mix_none" / "train.parquet")
+            rows = pd.read_parquet(export_split(tier, store, export, "none", tokenizer, root))
             rows["data_source"] = split.name  # verl's validation reports per data_source: per split
             rows.to_parquet(out[split.name])
     build_demonstrations(tier, tokenizer, root)

@@ -256,12 +256,13 @@ def make_attempt(kind: RecoveryKind, plan: GoldenPlan, before: int, rng: random.
     return Attempt(kind, before, {"role": "assistant", "content": text}, refusal=refusal)
 
 
-def chosen_rows(plans: Sequence[GoldenPlan], recovery: Recovery) -> list[int]:
-    """Indices of the round(share * n) rows that get an attempt, ranked by a hash of seed and env id."""
-    count = round(recovery.share * len(plans))
+def chosen_rows(plans: Sequence[GoldenPlan], share: float, seed: int, purpose: str = "") -> list[int]:
+    """Indices of the round(share * n) chosen rows, ranked by a hash of seed, purpose and env id (a
+    purpose draws its rows independently of the others; recovery's is "", as it always was)."""
+    count = round(share * len(plans))
 
     def rank(i: int) -> str:
-        return hashlib.sha256(f"{recovery.seed}/{plans[i].env.id}/{i}".encode()).hexdigest()
+        return hashlib.sha256(f"{seed}/{purpose}{plans[i].env.id}/{i}".encode()).hexdigest()
 
     return sorted(sorted(range(len(plans)), key=rank)[:count])
 
@@ -299,27 +300,27 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": call["id"], "name": name, "content": result.text})
     messages.append({"role": "assistant", "content": plan.env.final_answer})
+    return sft_row(messages, plan.tools, plan.env.id, recovery=attempt.kind if attempt is not None else "")
+
+
+def sft_row(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], env_id: str, recovery: str = "", no_tool: bool = False
+) -> dict[str, Any]:
+    """One row of the SFT parquet (the module docstring lists its columns)."""
     return {
         "messages": messages,
-        "tools": json.dumps(plan.tools),
-        "env_id": plan.env.id,
-        "recovery": attempt.kind if attempt is not None else "",
-        "no_tool": False,
+        "tools": json.dumps(tools),
+        "env_id": env_id,
+        "recovery": recovery,
+        "no_tool": no_tool,
         "sft_version": SFT_VERSION,
     }
 
 
 def no_tool_twins(plans: Sequence[GoldenPlan], no_tool: NoTool) -> list[dict[str, Any]]:
     """round(share * n) extra SFT rows: a chosen row's prompt, other domains' tools, no call."""
-    count = round(no_tool.share * len(plans))
-    if not count:
-        return []
-
-    def rank(i: int) -> str:
-        return hashlib.sha256(f"{no_tool.seed}/no-tool/{plans[i].env.id}/{i}".encode()).hexdigest()
-
     twins = []
-    for i in sorted(sorted(range(len(plans)), key=rank)[:count]):
+    for i in chosen_rows(plans, no_tool.share, no_tool.seed, purpose="no-tool/"):
         plan = plans[i]
         own = {t.name for t in plan.env.tools} | set(plan.shown)
         pool = {
@@ -338,16 +339,7 @@ def no_tool_twins(plans: Sequence[GoldenPlan], no_tool: NoTool) -> list[dict[str
         tools = [pool[n] for n in rng.sample(sorted(pool), min(len(plan.tools), len(pool)))]
         names = [t["function"]["name"] for t in tools]
         messages = [dict(m) for m in plan.row["prompt"]] + [{"role": "assistant", "content": no_tool_reply(names)}]
-        twins.append(
-            {
-                "messages": messages,
-                "tools": json.dumps(tools),
-                "env_id": plan.env.id,
-                "recovery": "",
-                "no_tool": True,
-                "sft_version": SFT_VERSION,
-            }
-        )
+        twins.append(sft_row(messages, tools, plan.env.id, no_tool=True))
     return twins
 
 
@@ -385,7 +377,7 @@ def golden_rows(
     stores: dict[str, EnvStore] = {}
     plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
     summary = GoldenSummary(rows=len(plans))
-    for n, i in enumerate(chosen_rows(plans, recovery)):
+    for n, i in enumerate(chosen_rows(plans, recovery.share, recovery.seed)):
         start = n % len(recovery.kinds)  # the kinds in turn over the chosen rows
         kinds = recovery.kinds[start:] + recovery.kinds[:start]
         plans[i] = with_attempt(plans[i], kinds, recovery.seed, summary)
