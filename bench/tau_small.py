@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import subprocess
 import sys
 import time
@@ -39,10 +40,26 @@ DOMAINS = ("retail", "airline")
 LIMITS = ("data.max_prompt_length=5120", "data.max_response_length=3072")
 
 
+def run_dir(args: argparse.Namespace, name: str, domain: str) -> Path:
+    return args.out / f"{name}_{domain}"
+
+
+def finished(args: argparse.Namespace, name: str) -> bool:
+    """Whether both domains' runs of this policy already hold a scored episode of each of the first
+    `--limit` tasks (then no server is started for it: a rerun only redraws the table)."""
+    for domain in DOMAINS:
+        path = run_dir(args, name, domain) / "results.jsonl"
+        lines = path.read_text().splitlines() if path.is_file() else []
+        scored = {json.loads(line)["id"] for line in lines if line.strip()}
+        if not {f"{i}:0" for i in range(args.limit)} <= scored:
+            return False
+    return True
+
+
 def run_policy(name: str, model: Path, url: str, user_url: str, args: argparse.Namespace) -> list[Path]:
     runs = []
     for domain in DOMAINS:
-        out = args.out / f"{name}_{domain}"
+        out = run_dir(args, name, domain)
         cmd = [sys.executable, "-m", "astra_verl.eval", "tau", "--domain", domain, "--split", "test",
                "--model-path", str(model), "--base-url", url, "--model", name,
                "--user-base-url", user_url, "--user-model", "user", "--user-max-tokens", str(args.user_max_tokens),
@@ -81,12 +98,20 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     runs: list[Path] = []
+    policies = [("base", args.base_model)] + ([("sft", args.sft_checkpoint)] if args.sft_checkpoint else [])
+    todo = []
+    for name, model in policies:
+        if finished(args, name):
+            print(f"{name}: all {args.limit} tasks of each domain already scored in {args.out}; not served", flush=True)
+            runs += [run_dir(args, name, domain) for domain in DOMAINS]
+        else:
+            todo.append((name, model))
     with contextlib.ExitStack() as stack:
-        user_url = stack.enter_context(served(args.base_model, "user", args, args.out / "logs" / "vllm_user.log"))
+        if todo:
+            user_url = stack.enter_context(served(args.base_model, "user", args, args.out / "logs" / "vllm_user.log"))
         # the base policy is the same weights as the user: a second server under its own name keeps the
         # policy's and the user's requests apart in the logs (and costs ~1 GB)
-        policies = [("base", args.base_model)] + ([("sft", args.sft_checkpoint)] if args.sft_checkpoint else [])
-        for name, model in policies:
+        for name, model in todo:
             with served(model, name, args, args.out / "logs" / f"vllm_{name}.log") as url:
                 runs += run_policy(name, model, url, user_url, args)
     report = subprocess.run(

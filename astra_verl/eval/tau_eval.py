@@ -260,13 +260,16 @@ def cmd_tau(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """One table and plot over the results of several `eval tau` runs (a row per domain/split)."""
+    """One table and plot over the results of several `eval tau` runs (a row per policy and domain/split)."""
     records: list[dict[str, Any]] = []
     for run in args.runs:
         path = Path(run) / "results.jsonl"
         if not path.is_file():
             raise UsageError(f"eval tau-report: {path}: no such file; pass `eval tau` run directories")
-        records += ResultsFile(path, RESULTS_VERSION).records.values()
+        try:
+            records += [tau_report.check_record(r) for r in ResultsFile(path, RESULTS_VERSION).records.values()]
+        except tau_report.ReportError as exc:
+            raise UsageError(f"eval tau-report: {path}: {exc}") from None
     scores = tau_report.summarize(records)
     title = args.title or f"τ-bench: {', '.join(sorted({str(r['policy']) for r in records}))}"
     print(tau_report.format_table(scores, title))

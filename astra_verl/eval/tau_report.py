@@ -1,7 +1,9 @@
 """The table and the plot of `eval tau` runs (pure summaries of their results records).
 
-One row per domain and split (a record's task is `<domain>/<split>/<index>`), so the runs of
-several domains (`python -m astra_verl.eval tau-report RUN_DIR...`) read as one table:
+One row per policy, domain and split (a record's task is `<domain>/<split>/<index>`, its policy
+the run's label), so the runs of several domains and policies (`python -m astra_verl.eval
+tau-report RUN_DIR...`) read as one table; two policies' episodes of one task are never counted
+as two samples of it:
 
     tasks     tasks with all n samples scored (pass^k counts only those)
     pass^k    τ-bench's: the mean over tasks of C(c, k) / C(n, k), c of the task's n samples with reward 1
@@ -24,9 +26,27 @@ from typing import Any
 
 from astra_verl.eval import plotting
 
+# what a results record carries for the table (eval tau writes them from τ-bench's reward)
+RECORD_KEYS = (
+    "task",
+    "policy",
+    "reward",
+    "tau_r_actions",
+    "tau_r_outputs",
+    "tau_calls",
+    "tau_turns_after_prompt",
+    "ended_by",
+    "elapsed_s",
+)
+
+
+class ReportError(ValueError):
+    """A results record lacks what the table reads (not written by `eval tau`, or by an older one)."""
+
 
 @dataclass(frozen=True)
 class DomainScore:
+    policy: str
     name: str  # "<domain>/<split>"
     tasks: int
     samples: int  # n: samples per task
@@ -60,16 +80,28 @@ def group_of(record: dict[str, Any]) -> str:
 
 
 def _mean(records: Sequence[dict[str, Any]], key: str) -> float:
-    return sum(float(r.get(key, 0.0)) for r in records) / max(1, len(records))
+    return sum(float(r[key]) for r in records) / max(1, len(records))
 
 
-def score_domain(name: str, records: Sequence[dict[str, Any]], n: int | None = None) -> DomainScore:
+def check_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The record, if it has every key the table reads; a missing one is named, not read as 0."""
+    missing = [k for k in RECORD_KEYS if k not in record]
+    if missing:
+        raise ReportError(
+            f"results record {record.get('id', '?')} (task {record.get('task', '?')}) lacks {', '.join(missing)}; "
+            "rerun `eval tau` into a fresh --out to rescore it"
+        )
+    return record
+
+
+def score_domain(policy: str, name: str, records: Sequence[dict[str, Any]], n: int | None = None) -> DomainScore:
     """`n`: the samples per task (default: the most any task of `records` has)."""
     per_task: dict[str, int] = defaultdict(int)
     for r in records:
         per_task[r["task"]] += 1
     n = n or max(per_task.values(), default=1)
     return DomainScore(
+        policy=policy,
         name=name,
         tasks=sum(1 for c in per_task.values() if c == n),
         samples=n,
@@ -78,27 +110,39 @@ def score_domain(name: str, records: Sequence[dict[str, Any]], n: int | None = N
         db=_mean(records, "tau_r_actions"),
         outputs=_mean(records, "tau_r_outputs"),
         calls=_mean(records, "tau_calls"),
-        user_turns=_mean(records, "tau_user_turns"),
-        stopped=sum(r.get("ended_by") == "user_stop" for r in records) / max(1, len(records)),
+        user_turns=_mean(records, "tau_turns_after_prompt"),
+        stopped=sum(r["ended_by"] == "user_stop" for r in records) / max(1, len(records)),
         seconds=_mean(records, "elapsed_s"),
     )
 
 
 def summarize(records: Iterable[dict[str, Any]], n: int | None = None) -> list[DomainScore]:
-    """A `DomainScore` per domain/split, sorted by name."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        groups[group_of(r)].append(r)
-    return [score_domain(name, groups[name], n) for name in sorted(groups)]
+    """A `DomainScore` per policy and domain/split, sorted by domain, then policy."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in map(check_record, records):
+        groups[(group_of(r), str(r["policy"]))].append(r)
+    return [score_domain(policy, name, groups[(name, policy)], n) for name, policy in sorted(groups)]
 
 
 def format_table(scores: Sequence[DomainScore], title: str) -> str:
     ks = sorted({k for s in scores for k in s.pass_hat})
-    head = ["domain", "tasks", "n", *(f"pass^{k}" for k in ks), "db", "outputs", "calls", "user", "stop", "s/ep"]
+    head = [
+        "policy",
+        "domain",
+        "tasks",
+        "n",
+        *(f"pass^{k}" for k in ks),
+        "db",
+        "outputs",
+        "calls",
+        "user",
+        "stop",
+        "s/ep",
+    ]
     lines = [title, "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in scores:
         passes = [f"{s.pass_hat[k]:.3f}" if k in s.pass_hat else "-" for k in ks]
-        cells = [s.name, str(s.tasks), str(s.samples), *passes]
+        cells = [s.policy, s.name, str(s.tasks), str(s.samples), *passes]
         cells += [f"{s.db:.3f}", f"{s.outputs:.3f}", f"{s.calls:.2f}", f"{s.user_turns:.2f}", f"{s.stopped:.2f}"]
         lines.append("| " + " | ".join([*cells, f"{s.seconds:.1f}"]) + " |")
     return "\n".join(lines)
@@ -115,7 +159,10 @@ def plot(scores: Sequence[DomainScore], title: str, path: Path) -> Path:
     for j, k in enumerate(ks):
         ax.bar([x + j * width for x in xs], [s.pass_hat.get(k, 0.0) for s in scores], width, label=f"pass^{k}")
     ax.bar([x + len(ks) * width for x in xs], [s.db for s in scores], width, label="database = gold")
-    ax.set_xticks([x + width * len(ks) / 2 for x in xs], [f"{s.name}\n({s.tasks} tasks x {s.samples})" for s in scores])
+    ax.set_xticks(
+        [x + width * len(ks) / 2 for x in xs],
+        [f"{s.policy}: {s.name}\n({s.tasks} tasks x {s.samples})" for s in scores],
+    )
     ax.set_ylim(0, 1)
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=9)

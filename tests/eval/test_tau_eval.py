@@ -173,30 +173,46 @@ def test_served_context_reads_vllms_max_model_len():
 
 
 def _record(task: str, sample: int, reward: float, **extra) -> dict:
-    return {"id": f"{task}:{sample}", "task": task, "sample": sample, "reward": reward, "policy": "p", **extra}
+    return {
+        "id": f"{task}:{sample}",
+        "task": task,
+        "sample": sample,
+        "reward": reward,
+        "policy": "p",
+        "tau_r_actions": 0.0,
+        "tau_r_outputs": 1.0,
+        "tau_calls": 0.0,
+        "tau_turns_after_prompt": 0.0,
+        "ended_by": "loop",
+        "elapsed_s": 1.0,
+        **extra,
+    }
 
 
 def test_the_report_has_a_row_per_domain_and_a_plot(tmp_path, capsys):
     retail = [_record(f"retail/test/{i}", k, float(i == 0 or k == 0)) for i in range(2) for k in range(2)]
     airline = [
-        _record("airline/test/0", 0, 0.0, tau_r_actions=1.0, tau_calls=4.0, ended_by="user_stop", elapsed_s=3.0),
-        _record("airline/test/0", 1, 1.0, tau_r_actions=1.0, tau_calls=2.0, ended_by="transfer", elapsed_s=5.0),
-    ]
+        _record("airline/test/0", 0, 0.0, tau_r_actions=1.0, tau_calls=4.0, ended_by="user_stop", elapsed_s=3.0,
+                tau_turns_after_prompt=3.0),
+        _record("airline/test/0", 1, 1.0, tau_r_actions=1.0, tau_calls=2.0, ended_by="transfer", elapsed_s=5.0,
+                tau_turns_after_prompt=1.0),
+    ]  # fmt: skip
     scores = {s.name: s for s in tau_report.summarize(retail + airline)}
     assert scores["retail/test"].pass_hat == {1: 0.75, 2: 0.5} and scores["retail/test"].tasks == 2
     air = scores["airline/test"]
-    assert (air.tasks, air.pass_hat, air.db, air.calls, air.stopped, air.seconds) == (
+    assert (air.tasks, air.pass_hat, air.db, air.calls, air.user_turns, air.stopped, air.seconds) == (
         1,
         {1: 0.5, 2: 0.0},
         1.0,
         3.0,
+        2.0,
         0.5,
         4.0,
     )
     table = tau_report.format_table(list(scores.values()), "t")
     assert (
-        "| airline/test | 1 | 2 | 0.500 | 0.000 | 1.000 |" in table
-        and "| retail/test | 2 | 2 | 0.750 | 0.500 |" in table
+        "| p | airline/test | 1 | 2 | 0.500 | 0.000 | 1.000 | 1.000 | 3.00 | 2.00 | 0.50 | 4.0 |" in table
+        and "| p | retail/test | 2 | 2 | 0.750 | 0.500 |" in table
     )
     # tau-report reads run directories back into the same table
     for name, records in (("retail", retail), ("airline", airline)):
@@ -208,6 +224,31 @@ def test_the_report_has_a_row_per_domain_and_a_plot(tmp_path, capsys):
     argv = ["tau-report", str(tmp_path / "retail"), str(tmp_path / "airline"), "--plot", str(plot), "--title", "t"]
     assert cli.main(argv) == 0
     assert table in capsys.readouterr().out and plot.stat().st_size > 0
+
+
+def test_two_policies_on_one_task_are_two_rows_not_two_samples(tmp_path, capsys):
+    # bench/tau_small.py merges a base run and an SFT run of the same tasks into one table
+    base = [_record(f"retail/test/{i}", 0, 0.0, policy="base") for i in range(3)]
+    sft = [_record(f"retail/test/{i}", 0, float(i == 0), policy="sft", tau_calls=5.0) for i in range(3)]
+    scores = tau_report.summarize(base + sft)
+    assert [(s.policy, s.name, s.tasks, s.samples) for s in scores] == [
+        ("base", "retail/test", 3, 1),
+        ("sft", "retail/test", 3, 1),
+    ]
+    assert scores[0].pass_hat == {1: 0.0} and scores[1].pass_hat == {1: pytest.approx(1 / 3)}
+    assert (scores[0].calls, scores[1].calls) == (0.0, 5.0)
+
+
+def test_a_record_without_a_column_is_named_not_read_as_zero(tmp_path, capsys):
+    record = _record("retail/test/0", 0, 0.0)
+    del record["tau_turns_after_prompt"]
+    with pytest.raises(tau_report.ReportError, match=r"retail/test/0:0 .*lacks tau_turns_after_prompt"):
+        tau_report.summarize([record])
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results.jsonl").write_text(json.dumps({**record, "version": 1, "status": "scored"}) + "\n")
+    assert cli.main(["tau-report", str(tmp_path / "run")]) == 2
+    err = _one_line(capsys.readouterr().err)
+    assert "run/results.jsonl" in err and "lacks tau_turns_after_prompt" in err
 
 
 def test_tau_report_refuses_a_directory_without_results(tmp_path, capsys):
