@@ -32,7 +32,7 @@ def episode_metrics(infos: Sequence[Mapping[str, float]], prefix: str = "astra")
     count = len(rows)
 
     def total(key: str) -> float:
-        return float(sum(float(r.get(key, 0.0)) for r in rows))
+        return float(sum(float(r[key]) for r in rows))  # every astra record has every key (EpisodeScore.extra_info)
 
     calls = [float(r["calls"]) for r in rows]
     turns = [float(r["turns"]) for r in rows]
