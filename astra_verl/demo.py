@@ -204,6 +204,13 @@ def main(argv: list[str] | None = None) -> dict:
         help="GRPO rollout temperature (default 0.5, the recipe's); validation is greedy whatever this is",
     )
     p.add_argument(
+        "--max-gen-batches",
+        type=float,
+        default=2.0,
+        help="batch filling's budget: prompts one GRPO step may sample, in batches, looking for groups whose "
+        "rewards differ (default 2.0, the recipe's); a step that finds none trains on groups with no gradient",
+    )
+    p.add_argument(
         "--seed", type=int, default=0, help="model init, environments, split, SFT and GRPO data order (default 0)"
     )
     args = p.parse_args(argv)
@@ -282,7 +289,7 @@ def main(argv: list[str] | None = None) -> dict:
            "data.max_prompt_length=4096", f"data.max_response_length={RESPONSE_BUDGET}", "trainer.val_before_train=true",
            f"data.seed={args.seed}", f"actor_rollout_ref.rollout.seed={args.seed}",
            f"actor_rollout_ref.rollout.n={args.group_size}", f"actor_rollout_ref.actor.optim.lr={args.grpo_lr}",
-           f"actor_rollout_ref.rollout.temperature={args.temperature}", f"trainer.test_freq={args.grpo_steps}", f"trainer.validation_data_dir={out / 'validation'}",
+           f"actor_rollout_ref.rollout.temperature={args.temperature}", f"astra.batch_filling.max_gen_batches={args.max_gen_batches}", f"trainer.test_freq={args.grpo_steps}", f"trainer.validation_data_dir={out / 'validation'}",
            f"trainer.rollout_data_dir={out / 'rollouts'}", "trainer.logger=[console,file,tensorboard]",
            f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={grpo_log}",
            f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={out / 'tensorboard'}"),
