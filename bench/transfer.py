@@ -10,10 +10,11 @@ Models:
 - SFT: `--checkpoint DIR`, or the checkpoint `bench/learning.py --tier real` trains (its data build
   and its `sft()`: 80 steps on the golden demonstrations of 24 train environments, seed 0),
   trained here under `<out>/learning/` when absent;
-- SFT + no-tool: the same `sft()` on the same demonstrations plus no-tool twins of `--no-tool-share`
-  of them (`env_registry export-sft --no-tool-share`: the row's prompt, other domains' tools only,
-  a reply that makes no call), from an export with `--sft-mixing`; the fix for what the first table
-  measured (SFT on demonstrations that always call teaches the model to call: irrelevance 100 -> 0);
+- SFT + no-tool S, one model per share S of `--no-tool-share` (e.g. `0.5,1`): the same `sft()` on
+  the same demonstrations plus no-tool twins of a share S of them (`env_registry export-sft
+  --no-tool-share`: the row's prompt, other domains' tools only, a reply that makes no call), from
+  an export with `--sft-mixing`; the fix for what the first table measured (SFT on demonstrations
+  that always call teaches the model to call: irrelevance 100 -> 0);
 - GRPO: `--grpo-checkpoint DIR` (optional; a third column).
 
 Measurements, each model in turn:
@@ -49,7 +50,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
@@ -60,7 +61,8 @@ import transfer_table as tt  # noqa: E402
 from astra_verl.demo import run  # noqa: E402
 
 HOUR = 3600.0
-LABELS = {"base": "base", "sft": "SFT", "sft_notool": "SFT + no-tool", "grpo": "GRPO"}
+LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO"}  # the no-tool models' follow from their settings
+NOTOOL = "sft_notool"  # `--models` family of every `--no-tool-share` model
 MULTI_TURN = ("base", "miss_func", "miss_param", "long_context")
 
 
@@ -352,31 +354,63 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
 # -- main -------------------------------------------------------------------------------------------
 
 
-def fixed_tier(args: argparse.Namespace) -> learning.Tier:
-    """The real tier with the irrelevance fix in its SFT data (issue 33): the train export with
-    irrelevant-tool mixing, and no-tool twins of a share of the demonstrations."""
-    return replace(learning.REAL, sft_mixing=args.sft_mixing, no_tool_share=args.no_tool_share)
+@dataclass(frozen=True)
+class NoToolModel:
+    """One model with the irrelevance fix in its SFT data (issue 33): the real tier's train export
+    with `mixing`, and no-tool twins of a `share` of the demonstrations."""
+
+    share: float
+    mixing: str
+
+    @property
+    def key(self) -> str:  # names its measurement folders and its served model
+        return f"{NOTOOL}{self.share:g}" + ("" if self.mixing == "none" else f"_{self.mixing}")
+
+    @property
+    def label(self) -> str:
+        return f"SFT + no-tool {self.share:g}" + ("" if self.mixing == "none" else f", {self.mixing} mixing")
+
+    @property
+    def folder(self) -> str:  # its SFT run under <out>/learning/
+        return "seed0-" + self.key.removeprefix("sft_")
+
+    def tier(self) -> learning.Tier:
+        return replace(learning.REAL, sft_mixing=self.mixing, no_tool_share=self.share)
+
+
+def no_tool_models(args: argparse.Namespace) -> list[NoToolModel]:
+    return [NoToolModel(share, args.sft_mixing) for share in args.no_tool_share]
+
+
+def labels(args: argparse.Namespace) -> dict[str, str]:
+    return {**LABELS, **{m.key: m.label for m in no_tool_models(args)}}
+
+
+def family(model: str) -> str:
+    """The `--models` name that selects `model`."""
+    return NOTOOL if model.startswith(NOTOOL) else model
 
 
 def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], dict, list[str]]:
     """bench/learning.py's real tier, seed 0, to its SFT stage: (base model, the SFT checkpoints of
-    the models asked for: `sft` on the plain demonstrations, `sft_notool` on the fixed ones, the
-    held-out data, report lines)."""
+    the models asked for: `sft` on the plain demonstrations, one per `--no-tool-share` on the fixed
+    ones, the held-out data, report lines)."""
     root = out / "learning"
     root.mkdir(parents=True, exist_ok=True)
     model = learning.build_model(learning.REAL, 0, root)
     data = learning.build_data(learning.REAL, model, root)
-    variants = {"sft": (learning.REAL, "seed0"), "sft_notool": (fixed_tier(args), "seed0-notool")}
+    variants = {"sft": (learning.REAL, "seed0"), **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)}}
+    names = labels(args)
     checkpoints, lines = {}, []
     for name, (tier, folder) in variants.items():
-        if name not in args.models:
+        if family(name) not in args.models:
             continue
         seed_dir = root / folder
         seed_dir.mkdir(exist_ok=True)
         demos = learning.build_demonstrations(tier, model, root)
         reused = (seed_dir / "sft.seconds").exists()
         checkpoints[name], seconds, steps = learning.sft(tier, 0, model, demos, seed_dir)
-        line = f"- {LABELS[name]}: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps on {demos.name}"
+        line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps on {demos.name}"
         lines.append(line + f" ({len(pd.read_parquet(demos))} conversations), {seconds:.0f} s" + (" (reused)" if reused else ""))  # fmt: skip
     return model, checkpoints, data, lines
 
@@ -393,9 +427,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--multi-turn-per-category", type=int, default=2, help="multi-turn entries run per category (0: count only)")  # fmt: skip
     p.add_argument(
         "--no-tool-share",
-        type=float,
-        default=0.5,
-        help="`sft_notool`: share of the demonstrations given a no-tool twin (export-sft --no-tool-share; default 0.5)",
+        default="0.5",
+        help="`sft_notool`: shares of the demonstrations given a no-tool twin (export-sft --no-tool-share), "
+        "comma-separated, one model each (default 0.5)",
     )
     p.add_argument(
         "--sft-mixing",
@@ -420,6 +454,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     args.styles = [s.strip() for s in args.styles.split(",") if s.strip()]
     args.models = {m.strip() for m in args.models.split(",") if m.strip()}
+    try:
+        args.no_tool_share = [float(x) for x in args.no_tool_share.split(",") if x.strip()]
+    except ValueError:
+        p.error(f"--no-tool-share {args.no_tool_share!r}: comma-separated numbers in (0, 1], e.g. 0.5,1")
+    if not args.no_tool_share or not all(0 < x <= 1 for x in args.no_tool_share):
+        p.error(f"--no-tool-share {args.no_tool_share}: every share must lie in (0, 1]")
     return args
 
 
@@ -453,10 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     mt = multi_turn_fits(base, out / "bfcl_multi", budget)
     mt_ids = multi_turn_sample(mt["fits"], args.multi_turn_per_category, args.seed)
     st_ids = {e.id for e in bs.load_entries(bs.CATEGORIES, sample=args.per_category, seed=args.seed)}
-    results = {m: measure(m, p, args, out, st_ids, mt_ids, data) for m, p in models.items() if m in args.models}
+    results = {m: measure(m, p, args, out, st_ids, mt_ids, data) for m, p in models.items() if family(m) in args.models}
     missing = [m for m in models if m not in results]
     info = {
-        "labels": dict(LABELS),
+        "labels": labels(args),
         "models": {m: str(p) for m, p in models.items() if m in results},
         "sizes": {c: bs.category_size(c) for c in bs.CATEGORIES},
         "command": " ".join([".venv/bin/python", "bench/transfer.py", *(argv if argv is not None else sys.argv[1:])]),

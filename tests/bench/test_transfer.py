@@ -128,3 +128,25 @@ def test_results_reader_keeps_the_last_record_of_an_id_and_counts_errors_as_fail
     path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
     assert transfer.valid_by_category(path, {"a", "b"}) == {"c": {"a": 1.0, "b": 0.0}}
     assert transfer.valid_by_category(tmp_path / "absent.jsonl") == {}
+
+
+def test_each_no_tool_share_is_its_own_model_with_its_own_folders(capsys):
+    args = transfer.parse(["--no-tool-share", "0.5,1"])
+    models = transfer.no_tool_models(args)
+    assert [(m.key, m.label, m.folder) for m in models] == [
+        ("sft_notool0.5", "SFT + no-tool 0.5", "seed0-notool0.5"),
+        ("sft_notool1", "SFT + no-tool 1", "seed0-notool1"),
+    ]
+    assert [(m.tier().no_tool_share, m.tier().sft_mixing) for m in models] == [(0.5, "none"), (1.0, "none")]
+    assert transfer.labels(args)["sft_notool1"] == "SFT + no-tool 1" and transfer.labels(args)["sft"] == "SFT"
+    # `--models sft_notool` selects every share; another mixing is another model
+    assert {transfer.family(m.key) for m in models} == {"sft_notool"} and transfer.family("sft") == "sft"
+    banded = transfer.no_tool_models(transfer.parse(["--no-tool-share", "0.5", "--sft-mixing", "banded"]))[0]
+    assert (banded.key, banded.folder) == ("sft_notool0.5_banded", "seed0-notool0.5_banded")
+
+
+@pytest.mark.parametrize("value", ["0", "1.5", "half", ""])
+def test_a_share_outside_zero_to_one_is_refused(value, capsys):
+    with pytest.raises(SystemExit) as exc:
+        transfer.parse(["--no-tool-share", value])
+    assert exc.value.code == 2 and "--no-tool-share" in capsys.readouterr().err
