@@ -45,7 +45,7 @@ from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import make_loop
 from env_registry.families import tau, tau_rows
 
-RESULTS_VERSION = 1
+RESULTS_VERSION = tau_report.RESULTS_VERSION
 
 
 class TauEvalConfig(StrictModel):
@@ -158,6 +158,7 @@ class TauEvaluation:
         return [(i, k) for i in range(len(self.rows)) for k in range(self.cfg.n) if not self.results.done(f"{i}:{k}")]
 
     async def episode(self, i: int, k: int) -> dict[str, Any]:
+        """One episode, scored: its `TauResult`, as the line the results file keeps."""
         if self.server is None:
             self.server = endpoint_server(self.env_cfg, self.config) if self.cfg.base_url else local_server(self.config)
         row = self.rows[i]
@@ -167,21 +168,19 @@ class TauEvaluation:
         log = EpisodeLog.from_extra_fields(out.extra_fields)
         target = parse_target(row["reward_model"]["ground_truth"])
         scored = await score_episode(self.context.sandbox(), target, log)
-        return {
-            "id": f"{i}:{k}",
-            "version": RESULTS_VERSION,
-            "status": "scored",
-            "task": target.task,
-            "sample": k,
-            "policy": self.cfg.name,
-            "reward": scored["reward_score"],
+        return tau_report.TauResult(
+            id=f"{i}:{k}",
+            task=target.task,
+            sample=k,
+            policy=self.cfg.name,
+            reward=scored["reward_score"],
             **scored["reward_extra_info"],
-            "ended_by": log.hook_state.get("ended_by", ""),
-            "terminated_by": log.terminated_by.value if log.terminated_by else "",
-            "elapsed_s": round(time.perf_counter() - t0, 3),
-        }
+            ended_by=log.hook_state.get("ended_by", ""),
+            terminated_by=log.terminated_by.value if log.terminated_by else "",
+            elapsed_s=round(time.perf_counter() - t0, 3),
+        ).model_dump()
 
-    def run(self) -> list[dict[str, Any]]:
+    def run(self) -> list[tau_report.TauResult]:
         """Run what is left; any failure propagates after the finished episodes are written."""
         todo = self.todo()
         bar = tqdm(total=len(todo), desc=f"eval tau {self.cfg.domain}", unit="episode", disable=not self.progress)
@@ -200,10 +199,10 @@ class TauEvaluation:
         finally:
             bar.close()
         keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
-        return [r for key, r in self.results.records.items() if key in keys]
+        return tau_report.read_results(r for key, r in self.results.records.items() if key in keys)
 
 
-def report(cfg: TauEvalConfig, records: list[dict[str, Any]]) -> tuple[str, Path]:
+def report(cfg: TauEvalConfig, records: list[tau_report.TauResult]) -> tuple[str, Path]:
     """The run's table (also `<out>/table.txt`) and plot (`<out>/tau.png`)."""
     scores = tau_report.summarize(records, cfg.n)
     user = f"{cfg.user} user {cfg.user_model}".strip()
@@ -261,17 +260,17 @@ def cmd_tau(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """One table and plot over the results of several `eval tau` runs (a row per policy and domain/split)."""
-    records: list[dict[str, Any]] = []
+    records: list[tau_report.TauResult] = []
     for run in args.runs:
         path = Path(run) / "results.jsonl"
         if not path.is_file():
             raise UsageError(f"eval tau-report: {path}: no such file; pass `eval tau` run directories")
         try:
-            records += [tau_report.check_record(r) for r in ResultsFile(path, RESULTS_VERSION).records.values()]
+            records += tau_report.read_results(ResultsFile(path, RESULTS_VERSION).records.values())
         except tau_report.ReportError as exc:
             raise UsageError(f"eval tau-report: {path}: {exc}") from None
     scores = tau_report.summarize(records)
-    title = args.title or f"τ-bench: {', '.join(sorted({str(r['policy']) for r in records}))}"
+    title = args.title or f"τ-bench: {', '.join(sorted({r.policy for r in records}))}"
     print(tau_report.format_table(scores, title))
     print(f"plot: {tau_report.plot(scores, title, Path(args.plot))}")
     return 0

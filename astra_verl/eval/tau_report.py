@@ -22,26 +22,54 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from math import comb
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
+from pydantic import ValidationError
+
+from astra_foundation.strict import RecordModel, describe
 from astra_verl.eval import plotting
 
-# what a results record carries for the table (eval tau writes them from τ-bench's reward)
-RECORD_KEYS = (
-    "task",
-    "policy",
-    "reward",
-    "tau_r_actions",
-    "tau_r_outputs",
-    "tau_calls",
-    "tau_turns_after_prompt",
-    "ended_by",
-    "elapsed_s",
-)
+RESULTS_VERSION = 1
+
+
+class TauResult(RecordModel):
+    """One scored episode of `eval tau`, a line of its `results.jsonl` (written by the run, read back
+    by the table): the run's identity of the episode, τ-bench's reward and its parts, and how the
+    episode ended."""
+
+    id: str  # "<task index>:<sample>" within the run
+    version: Literal[1] = RESULTS_VERSION
+    status: Literal["scored"] = "scored"
+    task: str  # "<domain>/<split>/<index>"
+    sample: int
+    policy: str  # the run's label
+    reward: float
+    tau_reward: float
+    tau_r_actions: float  # the database after the agent's calls equals the gold actions'
+    tau_r_outputs: float  # every required output was told to the user (1 when none)
+    tau_outputs_required: float
+    tau_action_f1: float
+    tau_calls: float
+    tau_turns_after_prompt: float  # the user's turns after its opening message
+    ended_by: str  # the hook's reason ("user_stop", "terminate_tool", ...) or "loop"
+    terminated_by: str  # the agent loop's (max_turns, max_length, hook, ...)
+    elapsed_s: float
 
 
 class ReportError(ValueError):
-    """A results record lacks what the table reads (not written by `eval tau`, or by an older one)."""
+    """A results record that is not a `TauResult` (not written by `eval tau`, or by an older one)."""
+
+
+def read_results(records: Iterable[dict[str, Any]]) -> list[TauResult]:
+    """The records as `TauResult`s; the first that is not one is named with what is wrong."""
+    out = []
+    for r in records:
+        try:
+            out.append(TauResult.model_validate(r))
+        except ValidationError as exc:
+            where = f"results record {r.get('id', '?')} (task {r.get('task', '?')})"
+            raise ReportError(f"{describe(exc, where, TauResult)}; rerun `eval tau` into a fresh --out") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -60,11 +88,11 @@ class DomainScore:
     seconds: float
 
 
-def pass_hat_k(records: Iterable[dict[str, Any]], n: int) -> dict[int, float]:
+def pass_hat_k(records: Iterable[TauResult], n: int) -> dict[int, float]:
     """τ-bench's pass^k for k = 1..n over tasks with all n samples scored."""
     by_task: dict[str, list[float]] = defaultdict(list)
     for r in records:
-        by_task[r["task"]].append(float(r["reward"]))
+        by_task[r.task].append(r.reward)
     complete = [rs for rs in by_task.values() if len(rs) == n]
     if not complete:
         return {}
@@ -74,31 +102,20 @@ def pass_hat_k(records: Iterable[dict[str, Any]], n: int) -> dict[int, float]:
     }
 
 
-def group_of(record: dict[str, Any]) -> str:
+def group_of(record: TauResult) -> str:
     """`retail/test/3` -> `retail/test`."""
-    return record["task"].rsplit("/", 1)[0]
+    return record.task.rsplit("/", 1)[0]
 
 
-def _mean(records: Sequence[dict[str, Any]], key: str) -> float:
-    return sum(float(r[key]) for r in records) / max(1, len(records))
+def _mean(records: Sequence[TauResult], key: str) -> float:
+    return sum(float(getattr(r, key)) for r in records) / max(1, len(records))
 
 
-def check_record(record: dict[str, Any]) -> dict[str, Any]:
-    """The record, if it has every key the table reads; a missing one is named, not read as 0."""
-    missing = [k for k in RECORD_KEYS if k not in record]
-    if missing:
-        raise ReportError(
-            f"results record {record.get('id', '?')} (task {record.get('task', '?')}) lacks {', '.join(missing)}; "
-            "rerun `eval tau` into a fresh --out to rescore it"
-        )
-    return record
-
-
-def score_domain(policy: str, name: str, records: Sequence[dict[str, Any]], n: int | None = None) -> DomainScore:
+def score_domain(policy: str, name: str, records: Sequence[TauResult], n: int | None = None) -> DomainScore:
     """`n`: the samples per task (default: the most any task of `records` has)."""
     per_task: dict[str, int] = defaultdict(int)
     for r in records:
-        per_task[r["task"]] += 1
+        per_task[r.task] += 1
     n = n or max(per_task.values(), default=1)
     return DomainScore(
         policy=policy,
@@ -111,16 +128,16 @@ def score_domain(policy: str, name: str, records: Sequence[dict[str, Any]], n: i
         outputs=_mean(records, "tau_r_outputs"),
         calls=_mean(records, "tau_calls"),
         user_turns=_mean(records, "tau_turns_after_prompt"),
-        stopped=sum(r["ended_by"] == "user_stop" for r in records) / max(1, len(records)),
+        stopped=sum(r.ended_by == "user_stop" for r in records) / max(1, len(records)),
         seconds=_mean(records, "elapsed_s"),
     )
 
 
-def summarize(records: Iterable[dict[str, Any]], n: int | None = None) -> list[DomainScore]:
+def summarize(records: Iterable[TauResult], n: int | None = None) -> list[DomainScore]:
     """A `DomainScore` per policy and domain/split, sorted by domain, then policy."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for r in map(check_record, records):
-        groups[(group_of(r), str(r["policy"]))].append(r)
+    groups: dict[tuple[str, str], list[TauResult]] = defaultdict(list)
+    for r in records:
+        groups[(group_of(r), r.policy)].append(r)
     return [score_domain(policy, name, groups[(name, policy)], n) for name, policy in sorted(groups)]
 
 

@@ -24,9 +24,10 @@ OVERRIDES = ["data.max_prompt_length=16384", "data.max_response_length=16384"]
 
 
 def test_pass_hat_k_is_taus():
-    records = [{"task": "a", "reward": r} for r in (1.0, 1.0, 0.0)] + [
-        {"task": "b", "reward": r} for r in (1.0, 0.0, 0.0)
-    ]
+    records = tau_report.read_results(
+        [_record("a", k, r) for k, r in enumerate((1.0, 1.0, 0.0))]
+        + [_record("b", k, r) for k, r in enumerate((1.0, 0.0, 0.0))]
+    )
     scores = pass_hat_k(records, 3)
     assert scores[1] == pytest.approx((2 / 3 + 1 / 3) / 2) and scores[2] == pytest.approx((1 / 3 + 0) / 2)
     assert scores[3] == 0.0 and pass_hat_k(records[:2], 3) == {}
@@ -68,11 +69,11 @@ def test_a_run_scores_gold_policies_and_resumes(tmp_path, tiny_model_dir, tiny_t
 
     evaluation.server = ScriptedServer(tiny_tokenizer, script)
     records = evaluation.run()
-    by_task = {r["task"]: r for r in records}
-    assert by_task["retail/dev/0"]["reward"] == 1.0 and by_task["retail/dev/1"]["reward"] == 0.0
-    assert all(r["ended_by"] == "user_stop" for r in records)
+    by_task = {r.task: r for r in records}
+    assert by_task["retail/dev/0"].reward == 1.0 and by_task["retail/dev/1"].reward == 0.0
+    assert all(r.ended_by == "user_stop" and r.tau_turns_after_prompt >= 0 for r in records)
     table, plot = report(cfg, records)
-    assert "| retail/dev | 2 | 1 | 0.500 |" in table and plot.stat().st_size > 0
+    assert f"| {cfg.name} | retail/dev | 2 | 1 | 0.500 |" in table and plot.stat().st_size > 0
     assert (tmp_path / "table.txt").read_text() == table + "\n"
     again = TauEvaluation(cfg, progress=False)
     assert again.todo() == [] and len(again.run()) == 2  # resumed: nothing left to run
@@ -173,20 +174,26 @@ def test_served_context_reads_vllms_max_model_len():
 
 
 def _record(task: str, sample: int, reward: float, **extra) -> dict:
-    return {
+    """A results line as `eval tau` writes it."""
+    fields = {
         "id": f"{task}:{sample}",
         "task": task,
         "sample": sample,
         "reward": reward,
         "policy": "p",
+        "tau_reward": reward,
         "tau_r_actions": 0.0,
         "tau_r_outputs": 1.0,
+        "tau_outputs_required": 0.0,
+        "tau_action_f1": 0.0,
         "tau_calls": 0.0,
         "tau_turns_after_prompt": 0.0,
         "ended_by": "loop",
+        "terminated_by": "max_turns",
         "elapsed_s": 1.0,
         **extra,
     }
+    return tau_report.TauResult(**fields).model_dump()
 
 
 def test_the_report_has_a_row_per_domain_and_a_plot(tmp_path, capsys):
@@ -197,7 +204,7 @@ def test_the_report_has_a_row_per_domain_and_a_plot(tmp_path, capsys):
         _record("airline/test/0", 1, 1.0, tau_r_actions=1.0, tau_calls=2.0, ended_by="transfer", elapsed_s=5.0,
                 tau_turns_after_prompt=1.0),
     ]  # fmt: skip
-    scores = {s.name: s for s in tau_report.summarize(retail + airline)}
+    scores = {s.name: s for s in tau_report.summarize(tau_report.read_results(retail + airline))}
     assert scores["retail/test"].pass_hat == {1: 0.75, 2: 0.5} and scores["retail/test"].tasks == 2
     air = scores["airline/test"]
     assert (air.tasks, air.pass_hat, air.db, air.calls, air.user_turns, air.stopped, air.seconds) == (
@@ -217,9 +224,7 @@ def test_the_report_has_a_row_per_domain_and_a_plot(tmp_path, capsys):
     # tau-report reads run directories back into the same table
     for name, records in (("retail", retail), ("airline", airline)):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "results.jsonl").write_text(
-            "".join(json.dumps({**r, "version": 1, "status": "scored"}) + "\n" for r in records)
-        )
+        (tmp_path / name / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
     plot = tmp_path / "tau.png"
     argv = ["tau-report", str(tmp_path / "retail"), str(tmp_path / "airline"), "--plot", str(plot), "--title", "t"]
     assert cli.main(argv) == 0
@@ -230,7 +235,7 @@ def test_two_policies_on_one_task_are_two_rows_not_two_samples(tmp_path, capsys)
     # bench/tau_small.py merges a base run and an SFT run of the same tasks into one table
     base = [_record(f"retail/test/{i}", 0, 0.0, policy="base") for i in range(3)]
     sft = [_record(f"retail/test/{i}", 0, float(i == 0), policy="sft", tau_calls=5.0) for i in range(3)]
-    scores = tau_report.summarize(base + sft)
+    scores = tau_report.summarize(tau_report.read_results(base + sft))
     assert [(s.policy, s.name, s.tasks, s.samples) for s in scores] == [
         ("base", "retail/test", 3, 1),
         ("sft", "retail/test", 3, 1),
@@ -242,13 +247,16 @@ def test_two_policies_on_one_task_are_two_rows_not_two_samples(tmp_path, capsys)
 def test_a_record_without_a_column_is_named_not_read_as_zero(tmp_path, capsys):
     record = _record("retail/test/0", 0, 0.0)
     del record["tau_turns_after_prompt"]
-    with pytest.raises(tau_report.ReportError, match=r"retail/test/0:0 .*lacks tau_turns_after_prompt"):
-        tau_report.summarize([record])
+    with pytest.raises(tau_report.ReportError, match=r"retail/test/0:0 .*tau_turns_after_prompt is required"):
+        tau_report.read_results([record])
+    old = {**_record("retail/test/0", 0, 0.0), "tau_user_turns": 2.0}  # the key before its rename
+    with pytest.raises(tau_report.ReportError, match=r"unknown keys \['tau_user_turns'\]"):
+        tau_report.read_results([old])
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "results.jsonl").write_text(json.dumps({**record, "version": 1, "status": "scored"}) + "\n")
+    (tmp_path / "run" / "results.jsonl").write_text(json.dumps(record) + "\n")
     assert cli.main(["tau-report", str(tmp_path / "run")]) == 2
     err = _one_line(capsys.readouterr().err)
-    assert "run/results.jsonl" in err and "lacks tau_turns_after_prompt" in err
+    assert "run/results.jsonl" in err and "tau_turns_after_prompt is required" in err
 
 
 def test_tau_report_refuses_a_directory_without_results(tmp_path, capsys):
