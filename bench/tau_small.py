@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import subprocess
 import sys
 import time
@@ -33,6 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
 import benchkit  # noqa: E402
 from transfer import served  # noqa: E402
+
+from astra_verl.eval.results import ResultsFile  # noqa: E402
+from astra_verl.eval.tau_report import RESULTS_VERSION  # noqa: E402
 
 DOMAINS = ("retail", "airline")
 # the domain prompt (4,543 tokens for retail in SmolLM2's template) plus the user's first message must
@@ -48,10 +50,8 @@ def finished(args: argparse.Namespace, name: str) -> bool:
     """Whether both domains' runs of this policy already hold a scored episode of each of the first
     `--limit` tasks (then no server is started for it: a rerun only redraws the table)."""
     for domain in DOMAINS:
-        path = run_dir(args, name, domain) / "results.jsonl"
-        lines = path.read_text().splitlines() if path.is_file() else []
-        scored = {json.loads(line)["id"] for line in lines if line.strip()}
-        if not {f"{i}:0" for i in range(args.limit)} <= scored:
+        results = ResultsFile(run_dir(args, name, domain) / "results.jsonl", RESULTS_VERSION)
+        if not all(results.done(f"{i}:0") for i in range(args.limit)):
             return False
     return True
 
