@@ -66,10 +66,10 @@ def add_parser(sub: Any) -> None:
 def add_export_parser(sub: Any) -> None:
     p = sub.add_parser(
         "tau-export",
-        help="write τ-bench rows (store + parquet) for training or verl's validation",
-        description="Write <out>/store, <out>/<domain>_<split>.parquet and its manifest: one row per τ-bench "
-        "task with the tau_user hook and the astra_tau reward (docs/tau-bench.md). The LLM user's endpoint is "
-        "required (it is written into the rows); --user scripted for dry runs.",
+        help="write τ-bench rows (a self-contained parquet) for training or verl's validation",
+        description="Write <out>/<domain>_<split>.parquet and its manifest: one self-contained row per τ-bench "
+        "task with the tau_user hook and the astra_tau reward (docs/tau-bench.md); the parquet alone travels to "
+        "any node. The LLM user's endpoint is required (it is written into the rows); --user scripted for dry runs.",
     )
     p.add_argument("--domain", required=True, choices=["retail", "airline"])
     p.add_argument("--split", required=True, help="retail: train, dev, test; airline: test")

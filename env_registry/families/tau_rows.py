@@ -5,8 +5,10 @@ A row's prompt is the domain's policy as the system message; the first user mess
 the simulated user (`tau_user` hook, `on_start`). The user is chosen at export (`UserConfig`):
 `scripted` (it states the task's instruction in one message, then ends the conversation after
 the agent's reply: tests and dry runs) or `llm` (τ-bench's default user strategy over an
-OpenAI-compatible endpoint; the endpoint is required). `build` writes `<out>/store`,
-`<out>/<domain>_<split>.parquet` and `<out>/<domain>_<split>.manifest.json`.
+OpenAI-compatible endpoint; the endpoint is required). `build` writes
+`<out>/<domain>_<split>.parquet` and `<out>/<domain>_<split>.manifest.json`. Rows are
+self-contained (`RowInfo.env`: the task's spec inside the row, ~17 KB), as the export's default
+rows are: the parquet alone is the dataset on any node, copied anywhere.
 """
 
 from __future__ import annotations
@@ -24,7 +26,6 @@ from env_registry.export import ABILITY, DATA_SOURCE_PREFIX, write_parquet
 from env_registry.families import tau
 from env_registry.rows import AGENT_NAME, RowInfo, ToolRef
 from env_registry.spec import EnvSpec
-from env_registry.store import EnvStore
 
 HOOK_NAME = "tau_user"  # astra_verl.benchmarks.tau_hook (env_registry does not import the plugin)
 
@@ -70,11 +71,9 @@ def interaction_kwargs(task: tau.TauTask, user: UserConfig) -> dict[str, Any]:
     return {**kwargs, **llm}
 
 
-def task_row(
-    task: tau.TauTask, spec: EnvSpec, target: tau.TauTarget, store: Path, user: UserConfig, index: int
-) -> dict:
+def task_row(task: tau.TauTask, spec: EnvSpec, target: tau.TauTarget, user: UserConfig, index: int) -> dict:
     info = RowInfo(
-        env_id=spec.id, store=str(store.resolve()), tools=[ToolRef(spec.id, n) for n in tau.shown_tools(spec)]
+        env_id=spec.id, env=spec.model_dump(mode="json"), tools=[ToolRef(spec.id, n) for n in tau.shown_tools(spec)]
     )
     return {
         "data_source": f"{DATA_SOURCE_PREFIX}{tau.DOMAIN_PREFIX}{task.domain}",
@@ -100,7 +99,7 @@ def build(
     indices: Sequence[int] | None = None,
     progress: Any = None,
 ) -> Path:
-    """Write the store, `<domain>_<split>.parquet` and the manifest for the split's tasks (or
+    """Write `<domain>_<split>.parquet` and the manifest for the split's tasks (or
     those at `indices`); the gold digests come from replaying each task's gold actions in the
     sandbox. Returns the parquet path."""
     out = Path(out)
@@ -111,10 +110,8 @@ def build(
     version = tau.tau_version()
     specs = [tau.task_spec(t, version) for t in tasks]
     digests = tau.replay_digests([(s, t.actions) for s, t in zip(specs, tasks, strict=True)], progress=progress)
-    with EnvStore.open(out / "store", "a") as store:
-        store.add_many(specs)
     rows = [
-        task_row(t, s, tau.task_target(t, s.id, d, version), out / "store", user, i)
+        task_row(t, s, tau.task_target(t, s.id, d, version), user, i)
         for i, (t, s, d) in enumerate(zip(tasks, specs, digests, strict=True))
     ]
     path = out / f"{domain}_{split}.parquet"

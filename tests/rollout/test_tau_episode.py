@@ -1,6 +1,7 @@
 """A τ-bench task end to end through `astra_tool_agent`: rows from the `tau_bench` family, the
 `tau_user` hook's scripted user, τ-bench's tools in the sandbox, the `astra_tau` reward.
 
+The rows are read from a folder they were moved to (self-contained: nothing else travels).
 The scripted agent replays the task's gold actions (one call per turn) and then tells the user
 the required outputs; the scripted user states the instruction, then says ###STOP###."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -18,6 +20,7 @@ from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from env_registry.call_check import CallStatus
+from env_registry.rows import RowInfo
 
 DOMAIN, SPLIT, INDEX = "retail", "test", 19  # 7 gold actions (reads, then a return) and 2 required outputs
 
@@ -27,8 +30,16 @@ def rows(tmp_path_factory):
     require_tau_bench()
     from env_registry.families import tau_rows
 
-    path = tau_rows.build(tmp_path_factory.mktemp("tau"), DOMAIN, SPLIT, indices=[INDEX])
-    return pd.read_parquet(path).to_dict("records")
+    # the rows travel: built in one folder, read from another, the first deleted (as on a node that
+    # never saw the export)
+    origin = tmp_path_factory.mktemp("tau")
+    path = tau_rows.build(origin, DOMAIN, SPLIT, indices=[INDEX])
+    moved = tmp_path_factory.mktemp("elsewhere") / path.name
+    shutil.move(path, moved)
+    shutil.rmtree(origin)
+    rows = pd.read_parquet(moved).to_dict("records")
+    assert all(RowInfo.from_extra_info(r["extra_info"]).self_contained for r in rows)
+    return rows
 
 
 @pytest.fixture(scope="module")
