@@ -6,7 +6,8 @@ GRPO checkpoint, if given) on benchmarks nobody here wrote, and on our held-out 
     .venv/bin/python bench/transfer.py --per-category 20 --styles fc,prompting --out runs/transfer20
 
 Models:
-- base: SmolLM2-135M-Instruct (`python -m astra_verl.models smollm2`), or `--base-model DIR`;
+- base: SmolLM2-135M-Instruct (`python -m astra_verl.models smollm2`), or `--base-model DIR` (e.g.
+  Qwen2.5-Coder-0.5B-Instruct: `python -m astra_verl.models qwen2.5-coder-0.5b DIR`);
 - SFT: `--checkpoint DIR`, or the checkpoint `bench/learning.py --tier real` trains (its data build
   and its `sft()`: 80 steps on the golden demonstrations of 24 train environments, seed 0),
   trained here under `<out>/learning/` when absent;
@@ -397,7 +398,8 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
     ones, the held-out data, report lines)."""
     root = out / "learning"
     root.mkdir(parents=True, exist_ok=True)
-    model = learning.build_model(learning.REAL, 0, root)
+    # the SFT models train from the base that is measured: `--base-model`, else SmolLM2
+    model = Path(args.base_model).resolve() if args.base_model else learning.build_model(learning.REAL, 0, root)
     data = learning.build_data(learning.REAL, model, root)
     variants = {"sft": (learning.REAL, "seed0"), **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)}}
     names = labels(args)
@@ -421,7 +423,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--per-category", type=int, default=10, help="seeded BFCL entries per single-turn category")
     p.add_argument("--seed", type=int, default=0, help="the samples' seed (default 0)")
     p.add_argument("--checkpoint", default=None, help="an SFT checkpoint (HF folder) instead of training one")
-    p.add_argument("--base-model", default=None, help="the base model (default: SmolLM2-135M-Instruct, converted)")
+    p.add_argument(
+        "--base-model",
+        default=None,
+        help="the base model (HF folder; default: SmolLM2-135M-Instruct, converted); the SFT models train from it",
+    )
     p.add_argument("--grpo-checkpoint", default=None, help="a GRPO checkpoint (HF folder): a third column")
     p.add_argument("--styles", default="fc", help="BFCL call styles, comma-separated: fc, prompting (default fc)")
     p.add_argument("--multi-turn-per-category", type=int, default=2, help="multi-turn entries run per category (0: count only)")  # fmt: skip

@@ -150,3 +150,34 @@ def test_a_share_outside_zero_to_one_is_refused(value, capsys):
     with pytest.raises(SystemExit) as exc:
         transfer.parse(["--no-tool-share", value])
     assert exc.value.code == 2 and "--no-tool-share" in capsys.readouterr().err
+
+
+def test_the_sft_models_train_from_the_base_model_given(tmp_path, monkeypatch):
+    """`--base-model` is the model measured as base and the one SFT starts from (not SmolLM2)."""
+    seen = {}
+
+    def build_model(*a):
+        raise AssertionError("SmolLM2 built although --base-model was given")
+
+    def sft(tier, seed, model, demos, out):
+        seen["sft"] = model
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    def build_data(tier, model, root):
+        seen["data"] = model
+        return {}
+
+    def build_demonstrations(tier, model, root):
+        seen["demos"] = model
+        demos = root / "demos.parquet"
+        transfer.pd.DataFrame({"messages": [[]]}).to_parquet(demos)
+        return demos
+
+    for name, fn in [("build_model", build_model), ("sft", sft), ("build_data", build_data)]:
+        monkeypatch.setattr(transfer.learning, name, fn)
+    monkeypatch.setattr(transfer.learning, "build_demonstrations", build_demonstrations)
+    base = tmp_path / "qwen"
+    args = transfer.parse(["--base-model", str(base), "--models", "base,sft"])
+    model, checkpoints, _, _ = transfer.train(tmp_path / "out", args)
+    assert model == base.resolve() and seen == {"sft": base.resolve(), "data": base.resolve(), "demos": base.resolve()}
+    assert set(checkpoints) == {"sft"}
