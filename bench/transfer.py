@@ -333,7 +333,9 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         f"has fewer), `--max-tokens {args.max_tokens}`, temperature 0.001, served by vLLM ({args.vllm_device})",
         f"- {multi_turn_summary(mt, info['budget'])} (context {args.max_model_len} - {args.max_tokens}); ran "
         f"{len(info['mt_ids'])} ({args.multi_turn_per_category} seeded per category)",
-        "- held-out: bench/learning.py's real-tier splits, `eval envs`, greedy, F1 per environment (x 100 above)",
+        "- held-out: skipped (`--no-heldout`)"
+        if args.no_heldout
+        else "- held-out: bench/learning.py's real-tier splits, `eval envs`, greedy, F1 per environment (x 100 above)",
         "- differences: trained - base, paired over entries (environments), ± SE of the mean paired difference; "
         "aggregates: BFCL's weights over the category differences, SEs propagated",
         f"- machine: {cpu_model()}; load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
