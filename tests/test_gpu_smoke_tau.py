@@ -6,36 +6,16 @@ template). The stage itself needs a GPU; `bash -n scripts/gpu_smoke.sh` checks t
 
 from __future__ import annotations
 
-import re
-
-from omegaconf import OmegaConf
-from testkit import REPO
+from testkit import REPO, compose_ppo, script_array
 
 
 def tau_args(run_dir: str, model: str, steps: int) -> list[str]:
-    text = (REPO / "scripts" / "gpu_smoke.sh").read_text()
-    block = re.search(r"^TAU_ARGS=\(\n(.*?)\n\)", text, re.S | re.M)
-    assert block, "scripts/gpu_smoke.sh has no TAU_ARGS=( ... ) block"
-    args = [m.group(1) for m in re.finditer(r'^\s*"([^"]*)"', block.group(1), re.M)]
     values = {"$MODEL": model, "$TAU_DIR": f"{run_dir}/tau", "$TAU_GRPO_STEPS": str(steps), "$RUN_DIR": run_dir}
-    for name, value in values.items():
-        args = [a.replace(name, value) for a in args]
-    assert not [a for a in args if "$" in a], args
-    return args
+    return script_array(REPO / "scripts" / "gpu_smoke.sh", "TAU_ARGS", values)
 
 
 def test_the_tau_grpo_overrides_compose_and_validate(tmp_path):
-    import verl  # noqa: F401  - registers the recipe search path
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-
-    GlobalHydra.instance().clear()
-    with initialize_config_module("verl.trainer.config", version_base=None):
-        cfg = compose("ppo_trainer", overrides=["+recipe=astra_tau_grpo", *tau_args(str(tmp_path), "/m", 2)])
-    OmegaConf.resolve(cfg)
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    cfg = compose_ppo(["+recipe=astra_tau_grpo", *tau_args(str(tmp_path), "/m", 2)])
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.prompt_length + rollout.response_length <= rollout.max_model_len == 8192
     assert rollout.prompt_length > 4543  # SmolLM2's retail prompt, and room for the user's first message

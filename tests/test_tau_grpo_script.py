@@ -7,39 +7,21 @@ The run itself takes ~25 minutes (docs/tau-bench.md); `bash -n` checks the rest.
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 
-from omegaconf import OmegaConf
-from testkit import REPO
+from testkit import REPO, compose_ppo, script_array
 
 SCRIPT = REPO / "scripts" / "tau_grpo_smollm2.sh"
 
 
 def grpo_args(out: str, model: str) -> list[str]:
-    block = re.search(r"^GRPO_ARGS=\(\n(.*?)\n\)", SCRIPT.read_text(), re.S | re.M)
-    assert block, "scripts/tau_grpo_smollm2.sh has no GRPO_ARGS=( ... ) block"
-    args = [m.group(1) for m in re.finditer(r'^\s*"([^"]*)"', block.group(1), re.M)]
     values = {"$OUT": out, "$MODEL": model, "$TASKS": "2", "$N": "2", "$TURNS": "4", "$THREADS": "2",
               "$PROMPT": "5120", "$RESPONSE": "1024"}  # fmt: skip
-    for name, value in values.items():
-        args = [a.replace(name, value) for a in args]
-    assert not [a for a in args if "$" in a], args
-    return args
+    return script_array(SCRIPT, "GRPO_ARGS", values)
 
 
 def test_the_overrides_compose_validate_and_fit_smollm2(tmp_path):
-    import verl  # noqa: F401  - registers the recipe search path
-    from hydra import compose, initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import validate_config
-
-    GlobalHydra.instance().clear()
-    with initialize_config_module("verl.trainer.config", version_base=None):
-        cfg = compose("ppo_trainer", overrides=grpo_args(str(tmp_path), "/m"))
-    OmegaConf.resolve(cfg)
-    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    cfg = compose_ppo(grpo_args(str(tmp_path), "/m"))
     rollout = cfg.actor_rollout_ref.rollout
     assert rollout.prompt_length + rollout.response_length <= 8192  # SmolLM2's context
     assert rollout.prompt_length > 4543  # SmolLM2's retail prompt

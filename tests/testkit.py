@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -111,3 +112,33 @@ def vllm_server(model_dir: Path, name: str, log: Path, *, max_model_len: int = 8
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def script_array(script: Path, name: str, values: dict[str, str]) -> list[str]:
+    """The quoted items of a bash array `NAME=( "..." ... )` in `script`, with its `$VARIABLES`
+    filled in from `values` as the script fills them (every one must be given)."""
+    block = re.search(rf"^{name}=\(\n(.*?)\n\)", script.read_text(), re.S | re.M)
+    assert block, f"{script.name} has no {name}=( ... ) block"
+    items = [m.group(1) for m in re.finditer(r'^\s*"([^"]*)"', block.group(1), re.M)]
+    for var, value in values.items():
+        items = [a.replace(var, value) for a in items]
+    assert not [a for a in items if "$" in a], f"{name}: variables left unfilled in {items}"
+    return items
+
+
+def compose_ppo(overrides: list[str]):
+    """verl's `ppo_trainer` config with `overrides` (Hydra refuses a key verl's schema lacks),
+    resolved and passed through verl's own validation."""
+    import verl  # noqa: F401  - registers the recipe search path
+    from hydra import compose, initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    GlobalHydra.instance().clear()
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        cfg = compose("ppo_trainer", overrides=overrides)
+    OmegaConf.resolve(cfg)
+    validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
+    return cfg
