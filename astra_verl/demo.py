@@ -172,10 +172,8 @@ def check_budget(sft_data: Path, model: Path) -> None:
         )
 
 
-def main(argv: list[str] | None = None) -> dict:
-    """The demo's stages, top to bottom, each the command a user would type (as a recipe reads).
-    Over 60 lines on purpose: splitting the stages into functions would hide their order.
-    Returns what bench/demo_rise.py reads: the two validation passes, the rise and the stage timings."""
+def parser() -> argparse.ArgumentParser:
+    """The demo's settings (bench/demo_rise.py parses its demo arguments with it to record them)."""
     p = argparse.ArgumentParser(
         prog="python -m astra_verl.demo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -190,11 +188,12 @@ def main(argv: list[str] | None = None) -> dict:
     )
     p.add_argument("--domains", default=DEMO_DOMAINS, help=f"environment domains (default {DEMO_DOMAINS})")
     p.add_argument("--scenario-types", default=DEMO_SCENARIOS, help=f"scenario types (default {DEMO_SCENARIOS})")
-    # 60 SFT steps (seeds 0 and 1) left the greedy reward at 0.000 and every GRPO group at reward 0, so no
-    # signal; 240 steps then 24 GRPO steps of 2 prompts x 4 at lr 1e-4 are what bench/learning.py's quick
-    # tier measured (greedy train reward 0.446 -> 0.731 over 3 seeds, docs/results/learning.md)
-    p.add_argument("--sft-steps", type=int, default=240, help="SFT steps on golden demonstrations (default 240)")
-    p.add_argument("--grpo-steps", type=int, default=24, help="GRPO steps (default 24)")
+    # SFT must leave a policy that solves some environments some of the time, so GRPO's groups differ:
+    # 60 steps solved nothing (every group at reward 0); at 240 a seed could solve each environment
+    # always or never, and GRPO had nothing to learn (docs/results/learning.md, "Demo rise"). 150 sits
+    # between; the SFT time saved pays for 8 more GRPO steps (2 prompts x 4 at lr 1e-4).
+    p.add_argument("--sft-steps", type=int, default=150, help="SFT steps on golden demonstrations (default 150)")
+    p.add_argument("--grpo-steps", type=int, default=32, help="GRPO steps (default 32)")
     p.add_argument("--group-size", type=int, default=4, help="GRPO samples per prompt (default 4)")
     p.add_argument("--grpo-lr", type=float, default=1e-4, help="GRPO actor learning rate (default 1e-4)")
     p.add_argument(
@@ -213,7 +212,14 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument(
         "--seed", type=int, default=0, help="model init, environments, split, SFT and GRPO data order (default 0)"
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """The demo's stages, top to bottom, each the command a user would type (as a recipe reads).
+    Over 60 lines on purpose: splitting the stages into functions would hide their order.
+    Returns what bench/demo_rise.py reads: the two validation passes, the rise and the stage timings."""
+    args = parser().parse_args(argv)
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)

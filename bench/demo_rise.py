@@ -7,9 +7,11 @@ Each seed varies the tiny model's initialisation, the environments, the split, a
 data order (the demo's --seed). Per seed it prints the greedy validation reward on the train
 environments after SFT and after GRPO (verl's validation, astra_f1) and the rise; then the mean rise
 ± its standard error over seeds and in how many seeds the rise was positive. The demo's own output
-goes to <out>/seed<N>.log, its result to <out>/seed<N>.json; a rerun reuses the seeds that have one. Extra arguments after `--` go to the
-demo unchanged. `--jobs 2` runs two seeds at a time (each needs ~4 GB of memory in its GRPO stage);
-a seed's result does not depend on it (same seed, same machine, same numbers), its wall time does.
+goes to <out>/seed<N>.log, its result to <out>/seed<N>.json; a rerun reuses the seeds that have one
+if it ran with the same demo arguments (other arguments are refused). Extra arguments after `--` go
+to the demo unchanged. `--jobs 2` runs two seeds at a time (each needs ~4 GB of memory in its GRPO
+stage); its wall time depends on it. What repeats: a seed's after-SFT reward, on one machine. GRPO's
+sampled rollouts are batched as requests arrive, so its after-GRPO reward varies between runs.
 """
 
 from __future__ import annotations
@@ -49,11 +51,25 @@ def learning_steps(metrics: Path) -> tuple[int, int] | None:
     return sum(n > 0 for n in norms), len(norms)
 
 
+def demo_settings(demo_args: list[str]) -> dict:
+    """What the demo runs with, defaults included (a changed default must not pass for the old one);
+    the working folder and seed are the bench's own."""
+    settings = vars(demo.parser().parse_args(demo_args))
+    return {k: v for k, v in settings.items() if k not in ("out", "seed")}
+
+
 def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -> dict | str:
     """The seed's row, or why its demo failed (a string: one failed seed does not end the others)."""
     done = out / f"seed{seed}.json"
+    settings = demo_settings(demo_args)
     if done.exists():  # resumable: a seed that finished keeps its row (the table says "reused")
         row = json.loads(done.read_text())
+        if row.get("settings") != settings:  # a row of other settings would pass for these in the table
+            differ = sorted(k for k in settings if (row.get("settings") or {}).get(k) != settings[k])
+            return (
+                f"{done} was run with other demo settings ({', '.join(differ)}; recorded: "
+                f"{row.get('settings', 'none')}): give another --out, or delete that file to rerun the seed"
+            )
         return {"learning_steps": learning_steps(out / f"seed{seed}" / "grpo.metrics.jsonl"), **row, "reused": True}
     log = out / f"seed{seed}.log"
     os.environ["ASTRA_DEMO_STAGE_TIMEOUT_S"] = str(stage_timeout)  # this seed's process only
@@ -73,6 +89,7 @@ def run_seed(seed: int, out: Path, demo_args: list[str], stage_timeout: float) -
         "envs": r.n,
         "wall_s": time.perf_counter() - t0,
         "learning_steps": learning_steps(out / f"seed{seed}" / "grpo.metrics.jsonl"),
+        "settings": settings,
     }
     (out / f"seed{seed}.json").write_text(json.dumps(row, indent=1))
     return row
