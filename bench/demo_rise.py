@@ -8,7 +8,7 @@ data order (the demo's --seed). Per seed it prints the greedy validation reward 
 environments after SFT and after GRPO (verl's validation, astra_f1) and the rise; then the mean rise
 ± its standard error over seeds and in how many seeds the rise was positive. The demo's own output
 goes to <out>/seed<N>.log, its result to <out>/seed<N>.json; a rerun reuses the seeds that have one
-if it ran with the same demo arguments (other arguments are refused). Extra arguments after `--` go
+if it ran with the same demo settings, defaults included (other settings are refused). Extra arguments after `--` go
 to the demo unchanged. `--jobs 2` runs two seeds at a time (each needs ~4 GB of memory in its GRPO
 stage); its wall time depends on it. What repeats: a seed's after-SFT reward, on one machine. GRPO's
 sampled rollouts are batched as requests arrive, so its after-GRPO reward varies between runs.
