@@ -1,6 +1,8 @@
 """Import each module of astra_verl, env_registry and data_synth first, in a fresh interpreter.
 
 Run by `test_imports.py`; by hand: `python tests/import_check.py [--orders K --seed N] [MODULE ...]`.
+`--walk` imports every module once, in one process, and exits 1 naming each that failed (run by
+test_optional_parts.py with an optional part hidden).
 
 A module imported first is what a user's `python -m ...` or a Ray worker does. When that module
 reaches `import verl` half-initialised, verl's plugin loader imports our plugin, whose modules
@@ -29,8 +31,6 @@ import sys
 from pathlib import Path
 
 PACKAGES = ("astra_verl", "env_registry", "data_synth")
-# Imported only inside the sandbox (its docstring says why): left out here.
-SANDBOX_ONLY = {"env_registry.families.tau_sandbox_preload"}
 OURS = (*PACKAGES, "verl", "hydra_plugins", "astra_verl_recipes", "tests")
 
 # Every astra name the plugin registers into verl (and our own hook registry).
@@ -54,7 +54,7 @@ def all_modules() -> list[str]:
             parts = path.relative_to(root.parent).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            if parts[-1] != "__main__" and all(p.isidentifier() for p in parts) and ".".join(parts) not in SANDBOX_ONLY:
+            if parts[-1] != "__main__" and all(p.isidentifier() for p in parts):
                 names.append(".".join(parts))
     return sorted(names)
 
@@ -129,6 +129,19 @@ def probe() -> None:
     print(json.dumps([m for m in list(sys.modules) if not m.startswith(OURS) and not m.startswith("__main__")]))
 
 
+def walk() -> None:
+    """Import every module of ours in this process; exit 1 naming each import that raised."""
+    failed = []
+    for name in all_modules():
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported, named
+            failed.append(f"importing {name} raised {type(exc).__name__}: {exc}")
+    print("\n".join(failed) or f"{len(all_modules())} modules imported")
+    if failed:
+        raise SystemExit(1)
+
+
 def preload(modules: list[str]) -> None:
     for name in modules:
         try:
@@ -170,9 +183,13 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=0, help="also import every module in this many random orders")
     parser.add_argument("--seed", type=int, default=0, help="seeds the random orders")
     parser.add_argument("--probe", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--walk", action="store_true", help="import every module once, in this process")
     args = parser.parse_args()
     if args.probe:
         probe()
+        return
+    if args.walk:
+        walk()
         return
     everything = all_modules()
     preload(third_party_modules())

@@ -49,9 +49,12 @@ class SandboxConfig(StrictModel):
         like tool code. A name that is not an installed regular package fails the pool's start.
     preload: modules each worker imports once, before it forks sessions, e.g. BFCL's API class
         modules: sessions then find them imported instead of importing them themselves (tens of
-        ms each). Each must belong to `packages` or the standard library. Their top-level code
-        runs in the worker, unconfined: name installed, trusted packages only, never tool code. A
-        module that fails to import fails the pool's start.
+        ms each). An entry `module:function` also calls that function of the module, without
+        arguments, after importing it: work such as loading a database belongs there, not in a
+        module's top level, so the host can import the same module without doing it. Each must
+        belong to `packages` or the standard library. Their code runs in the worker, unconfined:
+        name installed, trusted packages only, never tool code. An entry that fails fails the
+        pool's start.
     """
 
     section = "astra.sandbox"
@@ -91,14 +94,17 @@ class SandboxConfig(StrictModel):
             raise ValueError(f"must be a list of module names, got {value!r}")
         names = list(value)  # a list, a tuple or an OmegaConf ListConfig
         for name in names:
-            if not isinstance(name, str) or not all(part.isidentifier() for part in name.split(".")):
-                raise ValueError(f"{name!r} is not a module name (e.g. 'mpmath.libmp')")
+            module, _, function = name.partition(":") if isinstance(name, str) else ("", "", "")
+            if not all(part.isidentifier() for part in module.split(".")) or (function and not function.isidentifier()):
+                raise ValueError(
+                    f"{name!r} is not a module name or module:function (e.g. 'mpmath.libmp', 'pkg.data:load')"
+                )
         return tuple(dict.fromkeys(names))
 
     @model_validator(mode="after")
     def _preload_in_packages(self) -> SandboxConfig:
         for name in self.preload:
-            top = name.split(".")[0]
+            top = name.partition(":")[0].split(".")[0]
             if top not in self.packages and top not in sys.stdlib_module_names:
                 raise ValueError(
                     f"preload: {name!r} belongs to neither astra.sandbox.packages {list(self.packages)} "

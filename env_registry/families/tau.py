@@ -10,7 +10,7 @@ One task becomes an `EnvSpec`:
 - tools: every tool class of the domain (its OpenAI schema from `get_info()`), each a sandbox
   module that calls `env_registry.families.tau_sandbox.invoke`: τ-bench's own class runs in the
   episode's sandbox session against the session's deep copy of the domain database, which each
-  sandbox worker preloads once (`SANDBOX`, `tau_sandbox_preload`). Plus one tool the model is never shown,
+  sandbox worker preloads once (`SANDBOX`, `tau_sandbox.load_databases`). Plus one tool the model is never shown,
   `STATE_TOOL`, which returns the digest of the session's database for the reward.
 - question: the task's instruction. It is what the user simulator holds (the agent's prompt is
   the policy document, `policy()`, and the simulated user's first message), kept here so the
@@ -44,7 +44,7 @@ DOMAIN_PREFIX = "tau_bench_"
 TARGET_VERSION = 1
 STATE_TOOL = "astra_tau_state_digest"  # hidden: never shown to the model, called by the reward's replay
 RESPOND = "respond"  # τ-bench's name for a message from the agent to the user
-SANDBOX_PRELOAD = "env_registry.families.tau_sandbox_preload"
+SANDBOX_PRELOAD = "env_registry.families.tau_sandbox:load_databases"
 SANDBOX = {
     "packages": ["tau_bench", "env_registry"],
     "preload": [SANDBOX_PRELOAD],

@@ -4,8 +4,8 @@ The `tau_bench` family's tool sources (`tau_bench.tool_source`) import this modu
 `invoke`; it runs τ-bench's own tool class (`Tool.invoke(data=..., **kwargs)`) against this
 session's copy of the domain database, exactly as τ-bench's `Env.step` does (an exception
 becomes the observation "Error: <message>"). A domain's database is loaded once per process by
-τ-bench's own `load_data` (`database`): a sandbox worker that preloads `tau_sandbox_preload`
-(`astra.sandbox.preload: [env_registry.families.tau_sandbox_preload]`) loads both domains
+τ-bench's own `load_data` (`database`): a sandbox worker that preloads `load_databases`
+(`astra.sandbox.preload: ["env_registry.families.tau_sandbox:load_databases"]`) loads both domains
 before it forks sessions, and each session deep-copies its domain's database on its first call
 (fresh state per episode; nothing is written outside the session). Importing this module itself
 does nothing (the host may import it).
@@ -57,6 +57,14 @@ def database(domain: str) -> dict[str, Any]:
     if domain not in _databases:
         _databases[domain] = domain_module(domain, "data").load_data()
     return _databases[domain]
+
+
+def load_databases() -> None:
+    """Every domain's database, loaded once: the sandbox worker calls it before forking sessions
+    (`astra.sandbox.preload` entry `env_registry.families.tau_sandbox:load_databases`). A function,
+    not import-time work: the host imports this module without τ-bench installed."""
+    for domain in DOMAINS:
+        database(domain)
 
 
 def _tools(domain: str) -> dict[str, Any]:

@@ -48,7 +48,7 @@ def cfg(trainer_config):
         "actor_rollout_ref.rollout.prompt_length=16384",
         "actor_rollout_ref.rollout.response_length=16384",
         "+astra.sandbox.packages=[tau_bench,env_registry]",
-        "+astra.sandbox.preload=[env_registry.families.tau_sandbox_preload]",
+        "+astra.sandbox.preload=['env_registry.families.tau_sandbox:load_databases']",
         "+astra.sandbox.memory_mb=2048",
         "astra.sandbox.call_timeout_s=30",
     )

@@ -133,12 +133,36 @@ def test_preloaded_modules_are_imported_before_the_session_starts(backend):
     assert cold.ok and not json.loads(cold.output)["already"]
 
 
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_a_preload_function_runs_in_the_worker_and_not_on_import(backend, tmp_path, monkeypatch):
+    # `module:function`: the module's import does no work (the host may import it: tau_sandbox);
+    # the worker calls the function once before it forks, and sessions see what it did.
+    pkg = tmp_path / "astra_preload_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("LOADED = []\n\ndef load():\n    LOADED.append('db')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    src = "def f():\n    import astra_preload_pkg\n    return astra_preload_pkg.LOADED\n"
+    program = Program((Module("p", src),))
+    loaded = SandboxConfig(
+        workers=1, backend=backend, packages=["astra_preload_pkg"], preload=["astra_preload_pkg:load"]
+    )
+    (result,) = run_calls(program, [("p", "f", {})], loaded)
+    assert result.ok, result.message
+    assert json.loads(result.output) == ["db"]
+    imported = SandboxConfig(workers=1, backend=backend, packages=["astra_preload_pkg"], preload=["astra_preload_pkg"])
+    (plain,) = run_calls(program, [("p", "f", {})], imported)
+    assert plain.ok and json.loads(plain.output) == []
+
+
 def test_preload_names_are_validated():
     assert SandboxConfig(packages=["mpmath"], preload=["mpmath.libmp", "json"]).preload == ("mpmath.libmp", "json")
     with pytest.raises(ValueError, match="neither astra.sandbox.packages"):
         SandboxConfig(preload=["mpmath"])
     with pytest.raises(ValueError, match="not a module name"):
         SandboxConfig(packages=["mpmath"], preload=["mpmath..x"])
+    with pytest.raises(ValueError, match="module:function"):
+        SandboxConfig(packages=["mpmath"], preload=["mpmath:no-such"])
+    assert SandboxConfig(packages=["mpmath"], preload=["mpmath:pi"]).preload == ("mpmath:pi",)
     with pytest.raises(TypeError, match="list of module names"):
         SandboxConfig(preload="json")
     assert "imported by the workers before forking sessions: json" in describe_isolation(
@@ -147,7 +171,7 @@ def test_preload_names_are_validated():
 
 
 def test_a_preload_that_fails_fails_the_start_and_says_which():
-    with pytest.raises(SandboxError, match="preload: importing 'mpmath.no_such_module' failed"):
+    with pytest.raises(SandboxError, match="preload: 'mpmath.no_such_module' failed"):
         run_calls(
             Program((Module("p", "def f():\n    return 1\n"),)),
             [("p", "f", {})],

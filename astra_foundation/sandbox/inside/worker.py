@@ -394,9 +394,12 @@ def main() -> None:
     worker = Worker(cfg)
     try:
         for name in cfg["preload"]:  # after Worker(): imported through the paths sessions use
-            importlib.import_module(name)
+            module, _, function = name.partition(":")
+            loaded = importlib.import_module(module)
+            if function:  # `module:function`: the preload's work, which the module's import does not do
+                getattr(loaded, function)()
     except BaseException as exc:  # noqa: BLE001 - any failure of a preload is a start-up error
-        wire.send(worker.ctl, {"op": "fatal", "error": f"astra.sandbox.preload: importing {name!r} failed: {exc!r}"})
+        wire.send(worker.ctl, {"op": "fatal", "error": f"astra.sandbox.preload: {name!r} failed: {exc!r}"})
         return
     try:
         worker.serve()
