@@ -233,7 +233,7 @@ def main() -> None:
 def matching_share(manager, data) -> tuple[float, int]:
     """One more cold pass, on a batch of its own, with answer_in_text timed: how much of
     astra_f1 is the matching rule."""
-    from astra_verl.reward import solved
+    from astra_verl.calls import solved
 
     original, spent, calls = solved.answer_in_text, [0.0], [0]
 

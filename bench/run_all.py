@@ -12,6 +12,12 @@ A benchmark joins the table by accepting `--quick` (a run of a minute or two on 
 row saying so, and `make bench` exits non-zero.
 
     .venv/bin/python bench/run_all.py [--out runs/bench] [--only sandbox,reward] [--into docs/results/benchmarks.md]
+    .venv/bin/python bench/run_all.py --check
+
+`--check` runs no benchmark: it resolves every import statement of every script in bench/, the
+ones inside functions too (most benchmarks import the project lazily, after parsing their
+arguments), and exits 1 naming each that no longer resolves: a module moved or renamed in the
+project fails the test suite (tests/bench/test_run_all.py) instead of a user's `make bench`.
 
 `--into PATH` also replaces the table between the `<!-- bench:begin -->` and `<!-- bench:end -->`
 lines of PATH with this run's table (only after a run in which every benchmark finished).
@@ -20,6 +26,8 @@ lines of PATH with this run's table (only after a run in which every benchmark f
 from __future__ import annotations
 
 import argparse
+import ast
+import importlib
 import json
 import os
 import subprocess
@@ -68,6 +76,51 @@ def run_one(script: Path, limit: int, out: Path) -> tuple[list[dict], str | None
     if not rows_path.exists():
         return [], f"wrote no summary rows (log: {log_path})"
     return json.loads(rows_path.read_text())["rows"], None
+
+
+def unresolved_imports(script: Path) -> list[str]:
+    """Each import statement of `script` (at any depth) that does not resolve here, as
+    "file:line: what failed". `from M import N` resolves when M imports and N is an attribute of
+    it or a submodule; a relative import is left to Python (the scripts use none)."""
+    problems = []
+    for node in ast.walk(ast.parse(script.read_text(), filename=str(script))):
+        if isinstance(node, ast.Import):
+            wanted = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != "__future__":
+            wanted = [(node.module, alias.name) for alias in node.names]
+        else:
+            continue
+        for module, name in wanted:
+            if (failure := _resolve(module, name)) is not None:
+                problems.append(f"{script.name}:{node.lineno}: {failure}")
+    return problems
+
+
+def _resolve(module: str, name: str | None) -> str | None:
+    try:
+        loaded = importlib.import_module(module)
+    except Exception as exc:  # noqa: BLE001 - whatever stops the import is the finding
+        return f"import {module}: {type(exc).__name__}: {exc}"
+    if name is None or name == "*" or hasattr(loaded, name):
+        return None
+    try:
+        importlib.import_module(f"{module}.{name}")
+    except ImportError:
+        return f"from {module} import {name}: {module} has no {name!r}"
+    return None
+
+
+def check_imports(scripts: list[Path]) -> int:
+    """`--check`: 0 when every import of every script resolves, else 1 with each failure named."""
+    sys.path.insert(0, str(HERE))  # the scripts import their siblings (benchkit, learning, ...)
+    problems = [problem for script in scripts for problem in unresolved_imports(script)]
+    for problem in problems:
+        print(f"bench/{problem}")
+    print(
+        f"{len(scripts)} scripts checked: "
+        + (f"{len(problems)} imports do not resolve" if problems else "every import resolves")
+    )
+    return 1 if problems else 0
 
 
 def cell(text: str) -> str:
@@ -119,7 +172,10 @@ def main() -> int:
         metavar="PATH",
         help="also put the table into PATH between the bench markers (docs/results/benchmarks.md)",
     )
+    ap.add_argument("--check", action="store_true", help="run nothing: check that every import of bench/*.py resolves")
     args = ap.parse_args()
+    if args.check:
+        return check_imports(sorted(HERE.glob("*.py")))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     only = set(args.only.split(",")) if args.only else None

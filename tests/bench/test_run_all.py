@@ -90,3 +90,31 @@ def test_the_docs_table_is_a_make_bench_table():
     assert block[2:4] == header[2:4]
     rows = block[4:]
     assert rows and all(row.replace("\\|", "").count(" | ") == len(run_all.COLUMNS) - 1 for row in rows)
+
+
+def test_the_import_check_names_an_import_that_moved(tmp_path):
+    # bench/reward.py imported `solved` from astra_verl.reward after it moved to astra_verl.calls:
+    # a function-level import, so only a user's `make bench` found it.
+    script = tmp_path / "moved.py"
+    script.write_text(
+        "import json\n"
+        "from astra_verl.calls import solved\n"
+        "def main():\n"
+        "    from astra_verl.reward import solved\n"
+        "    from astra_verl.calls.solved import no_such_name\n"
+        "    import no_such_module_astra\n"
+    )
+    problems = run_all.unresolved_imports(script)
+    assert problems == [
+        "moved.py:4: from astra_verl.reward import solved: astra_verl.reward has no 'solved'",
+        "moved.py:5: from astra_verl.calls.solved import no_such_name: astra_verl.calls.solved has no 'no_such_name'",
+        "moved.py:6: import no_such_module_astra: ModuleNotFoundError: No module named 'no_such_module_astra'",
+    ]
+
+
+def test_every_import_of_every_benchmark_resolves():
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "run_all.py"), "--check"], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "every import resolves" in proc.stdout
