@@ -10,24 +10,18 @@ the vocabulary trajectory synthesis writes too.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from astra_foundation.strict import SettingsError, StrictModel, describe
 from env_registry.call_check import INVALID, CallStatus
+from env_registry.episode_driver import Termination
+
+__all__ = ["CallLogError", "CallRecord", "EpisodeLog", "Termination"]  # Termination: the driver's
 
 CALL_LOG_VERSION = 1
 EXTRA_FIELDS_KEY = "astra_episode"
-
-
-class Termination(str, Enum):
-    NO_TOOL_CALL = "no_tool_call"  # the assistant ended a turn without calls (its final answer)
-    MAX_TURNS = "max_turns"
-    MAX_LENGTH = "max_length"
-    ALL_SOLVED = "all_solved"
-    HOOK = "hook"  # the environment-interaction hook ended the episode
 
 
 class CallLogError(ValueError):
@@ -43,6 +37,7 @@ class CallRecord(StrictModel):
 
     turn: int  # assistant turn (1-based) that issued the call
     index: int  # position of the call within its turn
+    call_id: str | None = None  # the id its assistant and tool messages carry (`call_<n>`, the episode driver's)
     tool: str | None  # None when no name could be parsed
     arguments: Any  # the parsed arguments, or the raw text when they did not parse
     status: CallStatus

@@ -37,23 +37,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from env_registry import call_errors
+from env_registry.episode_driver import ParsedCall  # one call attempt, as the episode driver reads it
 
 _THINK_OPEN, _THINK_CLOSE = "<think>", "</think>"
-
-
-@dataclass(frozen=True)
-class ParsedCall:
-    """One call attempt. `arguments` is the decoded object, or None when the block is malformed."""
-
-    name: str | None
-    arguments: dict[str, Any] | None
-    raw: str  # the block's text between the tags (to the end of the turn when unclosed)
-    error_kind: str | None = None  # None for a well-formed call
-    error: str = ""  # model-readable explanation when malformed
-
-    @property
-    def ok(self) -> bool:
-        return self.error_kind is None
 
 
 @dataclass(frozen=True)

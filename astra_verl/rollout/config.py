@@ -1,7 +1,7 @@
 """Settings of `astra_tool_agent`: the `astra.rollout` section plus verl's multi-turn keys.
 
-verl's keys are reused where they exist (`actor_rollout_ref.rollout.multi_turn.*`:
-`max_assistant_turns`, `max_user_turns`, `max_parallel_calls`, `max_tool_response_length`,
+verl's keys are reused where they mean what they mean in verl (`actor_rollout_ref.rollout.multi_turn.*`:
+`max_assistant_turns`, `max_parallel_calls`, `max_tool_response_length`,
 `tool_response_truncate_side`, `format`; `rollout.response_length`). Our own knobs live under
 `astra.rollout` in a recipe:
 
@@ -13,6 +13,11 @@ verl's keys are reused where they exist (`actor_rollout_ref.rollout.multi_turn.*
         tool_parser: null               # default: astra_<multi_turn.format>, e.g. astra_hermes
         default_hook: astra_default     # hook for rows without extra_info.interaction_kwargs.name
         interaction_config_path: null   # YAML of verl<=0.7 interactions ({interaction: [...]})
+        max_user_turns: null            # user messages a hook may add after the prompt's turn
+
+verl's `multi_turn.max_user_turns` counts something else (in its `ToolAgentLoop`, every tool
+round and every interaction turn), so it must stay null here: `astra.rollout.max_user_turns`
+caps the user messages themselves, wherever one is appended (`env_registry.episode_driver`).
 
 `read_settings` reads all the loop needs from a trainer config at once (`RolloutSettings`: the
 section above, verl's turn limits and `astra.sandbox`); the worker's `RolloutContext` keeps it.
@@ -22,9 +27,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from pydantic import Field
+
 from astra_foundation.sandbox import SandboxConfig
-from astra_foundation.strict import StrictModel
+from astra_foundation.strict import SettingsError, StrictModel
 from astra_verl.trainer_config import select_key
+from env_registry.episode_driver import EpisodeLimits
 
 
 class AstraRolloutConfig(StrictModel):
@@ -37,6 +45,7 @@ class AstraRolloutConfig(StrictModel):
     tool_parser: str | None = None
     default_hook: str = "astra_default"
     interaction_config_path: str | None = None
+    max_user_turns: int | None = Field(default=None, ge=0)
 
 
 class TurnLimits(StrictModel):
@@ -45,7 +54,6 @@ class TurnLimits(StrictModel):
     section = "actor_rollout_ref.rollout.multi_turn"
 
     max_assistant_turns: int | None
-    max_user_turns: int | None
     max_parallel_calls: int
     max_tool_response_length: int
     truncate_side: str
@@ -55,9 +63,14 @@ class TurnLimits(StrictModel):
     @classmethod
     def from_rollout_config(cls, rollout: Any) -> TurnLimits:
         mt = rollout.multi_turn
+        if getattr(mt, "max_user_turns", None) is not None:
+            raise SettingsError(
+                f"actor_rollout_ref.rollout.multi_turn.max_user_turns={mt.max_user_turns}: astra_tool_agent does not "
+                "read it (in verl it counts tool rounds too); set it to null and cap the user messages with "
+                "astra.rollout.max_user_turns"
+            )
         return cls(
             max_assistant_turns=mt.max_assistant_turns or None,
-            max_user_turns=mt.max_user_turns or None,
             max_parallel_calls=max(1, int(mt.max_parallel_calls)),
             max_tool_response_length=int(mt.max_tool_response_length),
             truncate_side=str(mt.tool_response_truncate_side),
@@ -72,6 +85,14 @@ class RolloutSettings(StrictModel):
     rollout: AstraRolloutConfig
     limits: TurnLimits
     sandbox: SandboxConfig
+
+    def episode_limits(self) -> EpisodeLimits:
+        """The caps the episode driver enforces."""
+        return EpisodeLimits(
+            max_assistant_turns=self.limits.max_assistant_turns,
+            max_user_turns=self.rollout.max_user_turns,
+            max_parallel_calls=self.limits.max_parallel_calls,
+        )
 
 
 def sandbox_settings(trainer_config: Any) -> SandboxConfig:

@@ -31,25 +31,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from env_registry.episode_driver import HookAction
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
 
 
 class HookError(ValueError):
     """A hook is unknown or misconfigured for a row."""
-
-
-@dataclass(frozen=True)
-class HookAction:
-    user_message: str | None = None  # appended as a user turn (mask 0)
-    add_tools: tuple[ToolRef, ...] = ()  # tools from `tool_pool()` that become callable now
-    terminate: bool = False  # end the episode (termination reason `hook`)
-    turn_score: float | None = None  # appended to extra_fields["turn_scores"]
 
 
 class EpisodeView(Protocol):

@@ -82,6 +82,7 @@ class Toolset:
         *,
         turn: int,
         index: int,
+        call_id: str | None = None,
         observe: Callable[[str], str] = str,
     ) -> CallRecord:
         """Check one call attempt against the shown tools and run it in the episode's sandbox session.
@@ -93,6 +94,7 @@ class Toolset:
         `env_registry.call_check`'s, shared with trajectory synthesis (SFT data).
         """
         tool = self.tools.get(call.name) if call.name in shown else None
+        at = {"turn": turn, "index": index, "call_id": call_id}
         refusal = check_call(
             call.name,
             call.arguments,
@@ -103,8 +105,7 @@ class Toolset:
         )
         if refusal is not None:
             return CallRecord(
-                turn=turn,
-                index=index,
+                **at,
                 tool=call.name or None,
                 arguments=call.arguments if call.arguments is not None else call.raw[:MAX_LOGGED_RAW_CHARS],
                 status=refusal.status,
@@ -121,8 +122,7 @@ class Toolset:
         kind = None if result.ok else (result.error_kind.value if result.error_kind else "error")
         text = result.text if result.ok else call_errors.failed(result.message, kind)
         return CallRecord(
-            turn=turn,
-            index=index,
+            **at,
             tool=tool.name,
             arguments=call.arguments,
             status=CallStatus.OK if result.ok else CallStatus.TOOL_ERROR,
@@ -132,6 +132,22 @@ class Toolset:
             distractor=tool.distractor,
             source_env=tool.env_id,
             elapsed_s=time.perf_counter() - t0,
+        )
+
+    @staticmethod
+    def skipped(call: ParsedCall, text: str, *, turn: int, index: int, call_id: str | None = None) -> CallRecord:
+        """The record of an attempt past `max_parallel_calls`: not run, not charged; a malformed
+        attempt keeps its `error_kind` (BFCL's scorer reads it)."""
+        return CallRecord(
+            turn=turn,
+            index=index,
+            call_id=call_id,
+            tool=call.name or None,
+            arguments=call.arguments if call.arguments is not None else call.raw[:MAX_LOGGED_RAW_CHARS],
+            status=CallStatus.SKIPPED,
+            error_kind=call.error_kind,
+            output=text,
+            output_sha=digest(text),
         )
 
 

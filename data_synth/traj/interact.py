@@ -1,45 +1,59 @@
 """Interaction (step 6, docs/method.md §1.5): an agent LLM solves a task by function calling against the
 server's tools, simulated (`simulate.py`) or real (`mcp_tools.py`).
 
-One episode is a small state machine, like verl's tool agent loop:
+One episode runs on `env_registry.episode_driver`, the driver RL and the evaluation run theirs
+on, so SFT data shows the episodes RL gives: the same transcript (every call attempt in its
+assistant message under an id `call_<n>`, one tool message answering each id), the same caps,
+the same refusals. This module is the driver's synthesis transport:
 
-    GENERATING  -- the agent's reply has tool calls -->  CALLING_TOOLS  --> GENERATING
-    GENERATING  -- a reply without tool calls ------->  DONE (its text is the final answer)
-
-- At most `max_llm_calls` agent calls (paper: 20); an episode that reaches the cap while still
-  calling tools is rejected (`no_final_answer`), as is an empty final answer.
+- At most `max_llm_calls` agent turns (paper: 20, the driver's `max_assistant_turns`); an
+  episode that reaches the cap while still calling tools is rejected (`no_final_answer`), as is
+  an empty final answer.
+- At most `max_parallel_calls` calls run per turn (RL's `multi_turn.max_parallel_calls`, 8 in
+  `astra_grpo`); the rest are answered "Not executed" and recorded `skipped`, as RL does.
 - Every call is checked before anything runs it, by `env_registry.call_check` (RL's check):
   arguments that are not a JSON object, an unknown tool, arguments against the tool's JSON
   Schema -> the agent gets RL's refusal text and the call is recorded with RL's status
   (`bad_json`, `unknown_tool`, `schema_error`; data the judge scores, not a crash).
-- Call ids are renumbered `call_<n>` across the episode so every `tool` message answers
-  exactly one call, whatever ids the model wrote.
 - The whole episode runs under `task_timeout_s`; a timeout is an `error` (a rerun retries it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from enum import Enum
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
-from astra_foundation.llm import Completion, LLMClient, ToolCall
+from astra_foundation.llm import LLMClient, ToolCall
 from astra_foundation.strict import StrictModel
 from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
 from data_synth.traj.records import Observation, ScoredTask, Server, ToolDoc, Trajectory, TrajectoryCall
 from env_registry.arguments import argument_validator
-from env_registry.call_check import Refusal, openai_arguments
+from env_registry.call_check import CallStatus, Refusal
 from env_registry.call_check import check_call as shared_check
+from env_registry.episode_driver import (
+    AssistantTurn,
+    CallResult,
+    EpisodeCounts,
+    EpisodeDriver,
+    EpisodeLimits,
+    ParsedCall,
+    Settled,
+    SilentHook,
+    Termination,
+)
+from env_registry.rows import ToolRef
 
 
 class InteractConfig(StrictModel):
     section = "interact"
 
     max_llm_calls: int = 20
+    max_parallel_calls: int | None = Field(default=8, ge=1)  # None: no cap
     task_timeout_s: float = 600.0
     failure_rate: float = 0.2
     history_window: int = 5
@@ -67,97 +81,97 @@ class ToolBackend(Protocol):
     async def call(self, tool: ToolDoc, arguments: dict[str, Any], call_index: int) -> Observation: ...
 
 
-class State(Enum):
-    GENERATING = "generating"
-    CALLING_TOOLS = "calling_tools"
-    DONE = "done"
-
-
-def check_call(call: ToolCall, server: Server) -> tuple[ToolDoc | None, Refusal | None]:
+def check_call(call: ToolCall | ParsedCall, server: Server) -> tuple[ToolDoc | None, Refusal | None]:
     """(tool, None) for a call that may run, or (None, the refusal): `env_registry.call_check`, the
     check and the wording RL's toolset uses, so SFT data shows the refusals RL gives."""
-    args, error = openai_arguments(call)
+    attempt = call if isinstance(call, ParsedCall) else ParsedCall.from_openai(call)
     refusal = shared_check(
-        call.name,
-        args,
+        attempt.name,
+        attempt.arguments,
         server.tool_names(),
         lambda name: argument_validator(server.tool(name).parameters),
-        error=error,
+        error=attempt.error,
     )
-    return (None, refusal) if refusal is not None else (server.tool(call.name), None)
+    return (None, refusal) if refusal is not None else (server.tool(attempt.name or ""), None)
 
 
 @dataclass
 class TrajectoryEpisode:
-    """The mutable state of one episode."""
+    """The episode the driver runs: the transcript and the driver's log (`log.calls`: `TrajectoryCall`s)."""
 
     messages: list[dict[str, Any]]
-    calls: list[TrajectoryCall]
-    llm_calls: int = 0
-    last: Completion | None = None
+    log: EpisodeCounts = field(default_factory=EpisodeCounts)
+
+    def reveal(self, refs: Iterable[ToolRef]) -> None:
+        if list(refs):
+            raise ValueError("trajectory synthesis has no environment hook: nothing may add tools")
 
 
-async def _handle_calls(ep: TrajectoryEpisode, server: Server, backend: ToolBackend) -> None:
-    assert ep.last is not None
-    turn = ep.llm_calls
-    tool_calls = []
-    pending: list[tuple[str, ToolCall]] = []
-    for call in ep.last.tool_calls:
-        cid = f"call_{len(ep.calls) + len(pending)}"
-        tool_calls.append({"id": cid, "type": "function", "function": {"name": call.name, "arguments": call.arguments}})
-        pending.append((cid, call))
-    ep.messages.append({"role": "assistant", "content": ep.last.text, "tool_calls": tool_calls})
-    for cid, call in pending:
-        index = len(ep.calls)
-        tool, refusal = check_call(call, server)
+@dataclass
+class SynthesisTransport:
+    """The driver's transport in synthesis: checked calls run by the backend (simulated or MCP)."""
+
+    ep: TrajectoryEpisode
+    server: Server
+    backend: ToolBackend
+
+    async def run_call(self, turn: int, index: int, call_id: str, call: ParsedCall) -> CallResult:
+        number = len(self.ep.log.calls)  # a trajectory numbers its calls over the episode
+        tool, refusal = check_call(call, self.server)
         if refusal is not None:
             obs = Observation(status=refusal.status, content=refusal.text, error_kind=refusal.error_kind)
         else:
-            assert tool is not None
-            obs = await backend.call(tool, call.args or {}, index)
-        ep.calls.append(
-            TrajectoryCall(
-                index=index,
-                turn=turn,
-                id=cid,
-                name=call.name,
-                arguments=call.arguments,
-                status=obs.status,
-                error_kind=obs.error_kind,
-                injected_failure=obs.injected_failure,
-                observation=obs.content,
-            )
+            assert tool is not None and call.arguments is not None  # check_call refuses anything else
+            obs = await self.backend.call(tool, call.arguments, number)
+        return CallResult(obs.status, obs.content, self._record(turn, number, call_id, call, obs))
+
+    def skipped(self, turn: int, index: int, call_id: str, call: ParsedCall, text: str) -> CallResult:
+        obs = Observation(status=CallStatus.SKIPPED, content=text, error_kind=call.error_kind)
+        return CallResult(obs.status, text, self._record(turn, len(self.ep.log.calls), call_id, call, obs))
+
+    @staticmethod
+    def _record(turn: int, number: int, call_id: str, call: ParsedCall, obs: Observation) -> TrajectoryCall:
+        return TrajectoryCall(
+            index=number,
+            turn=turn,
+            id=call_id,
+            name=call.name or "",
+            arguments=call.raw,
+            status=obs.status,
+            error_kind=obs.error_kind,
+            injected_failure=obs.injected_failure,
+            observation=obs.content,
         )
-        ep.messages.append({"role": "tool", "tool_call_id": cid, "name": call.name, "content": obs.content})
+
+    async def admit(self, previous: list[dict[str, Any]], records: list[Any]) -> bool:
+        return True  # messages, not tokens
+
+    async def settle(self, records: list[Any]) -> Settled:
+        return Settled.GO_ON
 
 
 async def _run(
     agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
 ) -> TrajectoryEpisode:
-    task = item.task
     messages: list[dict[str, Any]] = []
     if cfg.system_prompt:
         messages.append({"role": "system", "content": load_prompt("traj/agent_system").render("system")})
-    messages.append({"role": "user", "content": task.query})
-    ep = TrajectoryEpisode(messages=messages, calls=[])
+    messages.append({"role": "user", "content": item.task.query})
+    ep = TrajectoryEpisode(messages=messages)
+    limits = EpisodeLimits(max_assistant_turns=cfg.max_llm_calls, max_parallel_calls=cfg.max_parallel_calls)
+    driver = EpisodeDriver(ep, SynthesisTransport(ep, server, backend), limits, SilentHook())
     tools = server.openai_tools()
-    state = State.GENERATING
-    while state is not State.DONE:
-        if state is State.GENERATING:
-            if ep.llm_calls >= cfg.max_llm_calls:
-                raise Reject("no_final_answer", f"still calling tools after {cfg.max_llm_calls} agent LLM calls")
-            ep.last = await agent.complete(
-                ep.messages, step="traj.agent", tools=tools, temperature=cfg.agent_temperature
-            )
-            ep.llm_calls += 1
-            state = State.CALLING_TOOLS if ep.last.tool_calls else State.DONE
-        else:
-            await _handle_calls(ep, server, backend)
-            state = State.GENERATING
-    final = (ep.last.text if ep.last else "").strip()
-    if not final:
-        raise Reject("empty_final_answer", f"the agent's last reply (call {ep.llm_calls}) has no text and no tool call")
-    ep.messages.append({"role": "assistant", "content": final})
+    await driver.reset()
+    while not driver.done:
+        last = await agent.complete(ep.messages, step="traj.agent", tools=tools, temperature=cfg.agent_temperature)
+        turn = AssistantTurn(content=last.text.strip(), calls=tuple(ParsedCall.from_openai(c) for c in last.tool_calls))
+        await driver.step(turn)
+    await driver.close()
+    if ep.log.terminated_by is not Termination.NO_TOOL_CALL:
+        raise Reject("no_final_answer", f"still calling tools after {cfg.max_llm_calls} agent LLM calls")
+    if not ep.log.final_answer:
+        turns = ep.log.assistant_turns
+        raise Reject("empty_final_answer", f"the agent's last reply (call {turns}) has no text and no tool call")
     return ep
 
 
@@ -175,9 +189,9 @@ async def run_episode(
         server_id=server.server_id,
         messages=ep.messages,
         tools=server.openai_tools(),
-        calls=ep.calls,
-        llm_calls=ep.llm_calls,
+        calls=ep.log.calls,
+        llm_calls=ep.log.assistant_turns,
         backend=backend.name,
         simulator_saw_query=getattr(backend, "shows_query", None),
-        final_answer=ep.messages[-1]["content"],
+        final_answer=ep.log.final_answer,
     )
