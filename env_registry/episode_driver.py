@@ -59,6 +59,7 @@ __all__ = [
     "CallResult",
     "EpisodeCounts",
     "EpisodeDriver",
+    "EpisodeHook",
     "EpisodeLimits",
     "HookAction",
     "ParsedCall",

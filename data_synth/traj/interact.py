@@ -40,6 +40,7 @@ from env_registry.episode_driver import (
     CallResult,
     EpisodeCounts,
     EpisodeDriver,
+    EpisodeHook,
     EpisodeLimits,
     ParsedCall,
     Settled,
@@ -150,6 +151,28 @@ class SynthesisTransport:
         return Settled.GO_ON
 
 
+async def drive(
+    agent: LLMClient,
+    ep: TrajectoryEpisode,
+    server: Server,
+    backend: ToolBackend,
+    limits: EpisodeLimits,
+    *,
+    hook: EpisodeHook | None = None,
+    temperature: float | None = None,
+) -> None:
+    """Run `ep` to its end on the episode driver. Synthesis's own episodes have no environment
+    hook (one user turn); `hook` is the driver's, for an episode that has one."""
+    driver = EpisodeDriver(ep, SynthesisTransport(ep, server, backend), limits, hook or SilentHook())
+    tools = server.openai_tools()
+    await driver.reset()
+    while not driver.done:
+        last = await agent.complete(ep.messages, step="traj.agent", tools=tools, temperature=temperature)
+        calls = tuple(ParsedCall.from_openai(c) for c in last.tool_calls)
+        await driver.step(AssistantTurn(content=last.text.strip(), calls=calls))
+    await driver.close()
+
+
 async def _run(
     agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
 ) -> TrajectoryEpisode:
@@ -159,14 +182,7 @@ async def _run(
     messages.append({"role": "user", "content": item.task.query})
     ep = TrajectoryEpisode(messages=messages)
     limits = EpisodeLimits(max_assistant_turns=cfg.max_llm_calls, max_parallel_calls=cfg.max_parallel_calls)
-    driver = EpisodeDriver(ep, SynthesisTransport(ep, server, backend), limits, SilentHook())
-    tools = server.openai_tools()
-    await driver.reset()
-    while not driver.done:
-        last = await agent.complete(ep.messages, step="traj.agent", tools=tools, temperature=cfg.agent_temperature)
-        turn = AssistantTurn(content=last.text.strip(), calls=tuple(ParsedCall.from_openai(c) for c in last.tool_calls))
-        await driver.step(turn)
-    await driver.close()
+    await drive(agent, ep, server, backend, limits, temperature=cfg.agent_temperature)
     if ep.log.terminated_by is not Termination.NO_TOOL_CALL:
         raise Reject("no_final_answer", f"still calling tools after {cfg.max_llm_calls} agent LLM calls")
     if not ep.log.final_answer:
