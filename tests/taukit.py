@@ -8,7 +8,11 @@ import os
 import pytest
 from testkit import in_ci
 
-INSTALL = 'pip install -e ".[tau]" "tau_bench @ git+https://github.com/sierra-research/tau-bench@59a200c"'
+# As scripts/bootstrap.sh installs it: τ-bench's own dependencies serve its agents only (--no-deps).
+INSTALL = (
+    'pip install -e ".[tau]" && '
+    'pip install --no-deps "tau_bench @ git+https://github.com/sierra-research/tau-bench@59a200c"'
+)
 
 
 def require_tau_bench() -> None:

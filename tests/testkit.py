@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -65,6 +67,16 @@ def in_ci(environ: dict[str, str] | None = None) -> bool:
     missing real dependency fails its test instead of skipping it."""
     value = (os.environ if environ is None else environ).get("CI", "")
     return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def require(missing: list[str], install: str) -> None:
+    """A test's optional part: fail under CI (which installs it) or skip elsewhere, saying which
+    packages are missing and the line that installs them; nothing when `missing` is empty."""
+    if missing:
+        why = f"not installed: {', '.join(missing)}; install with: {install}"
+        if in_ci():
+            pytest.fail(why)
+        pytest.skip(why)
 
 
 def vllm_python() -> Path:

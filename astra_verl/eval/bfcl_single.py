@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import importlib.util
 import json
 import random
 import time
@@ -59,6 +60,14 @@ CHECKER_MODULE = "bfcl_single_checker"
 # What the checker session imports: BFCL, its Java/JavaScript parsers, and what its decoders'
 # module imports at the top (tenacity); see bfcl_single_checker.py for the rest.
 SANDBOX_PACKAGES = ("bfcl_eval", "tree_sitter", "tree_sitter_java", "tree_sitter_javascript", "tenacity")
+INSTALL = (
+    "pip install 'astra-verl[bfcl]' && pip install --no-deps bfcl-eval==2026.3.23 (scripts/bootstrap.sh does both)"
+)
+
+
+def missing_packages() -> list[str]:
+    """The packages of SANDBOX_PACKAGES that are not installed (empty when the checker can run)."""
+    return [name for name in SANDBOX_PACKAGES if importlib.util.find_spec(name) is None]
 
 
 class BfclSingleError(RuntimeError):

@@ -186,11 +186,13 @@ def _check_source(args: argparse.Namespace) -> str:
 
 
 def cmd_single(args: argparse.Namespace) -> int:
-    from astra_foundation.clikit import run_async
+    from astra_foundation.clikit import UsageError, run_async
     from astra_foundation.sandbox import SandboxConfig, SandboxPool
     from astra_verl.eval import bfcl_single as bs
 
     t0 = time.perf_counter()
+    if missing := bs.missing_packages():  # before any run folder or model: the checker cannot load
+        raise UsageError(f"bfcl-single: BFCL's checker needs {', '.join(missing)}, not installed here: {bs.INSTALL}")
     out = run_dir(args)
     source = _check_source(args)
     entries, results = _selection(args, out)

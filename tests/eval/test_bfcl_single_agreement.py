@@ -26,6 +26,7 @@ from astra_verl.eval import bfcl_single_report as rep
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 from bfcl_single_cases import all_plain, perturbations, truth  # noqa: E402
+from testkit import require  # noqa: E402
 
 PER_CATEGORY = 4
 PROMPTING = tuple(c for c in bs.CATEGORIES if c not in ("simple_java", "simple_javascript"))
@@ -67,6 +68,7 @@ async def _ours(tmp_path: Path, truth_sets: dict, cases: list, by_id: dict) -> t
 
 @pytest.fixture(scope="module")
 def outcome(tmp_path_factory):
+    require(bs.missing_packages(), bs.INSTALL)
     tmp = tmp_path_factory.mktemp("bfcl_single")
     truth_sets = {
         "fc": [e for c in bs.CATEGORIES for e in _sample(c)],

@@ -15,8 +15,15 @@ from astra_verl.eval import cli
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bfcl_single_cases import truth  # noqa: E402
+from testkit import require  # noqa: E402
 
 CATEGORIES = "simple_python,parallel,irrelevance,live_relevance"
+
+
+@pytest.fixture
+def checker():
+    """The tests that run BFCL's checker in the sandbox need its packages (tree-sitter grammars)."""
+    require(bs.missing_packages(), bs.INSTALL)
 
 
 class Model:
@@ -52,7 +59,7 @@ def _argv(url: str, out: Path, style: str) -> list[str]:
 
 
 @pytest.mark.parametrize("style", ["fc", "prompting"])
-def test_cli_runs_scores_resumes_and_prints_bfcls_table(tmp_path, capsys, style):
+def test_cli_runs_scores_resumes_and_prints_bfcls_table(tmp_path, capsys, style, checker):
     entries = bs.load_entries(bs.parse_categories(CATEGORIES), limit=2)
     model = Model(style, entries)
     model.down = {"parallel_1"}
@@ -87,7 +94,7 @@ def test_cli_runs_scores_resumes_and_prints_bfcls_table(tmp_path, capsys, style)
         assert "spotify.play" in payload["messages"][0]["content"]
 
 
-def test_a_results_file_of_another_style_is_refused(tmp_path, capsys):
+def test_a_results_file_of_another_style_is_refused(tmp_path, capsys, checker):
     path = tmp_path / "results.jsonl"
     path.write_text(json.dumps({"version": 1, "id": "simple_python_0", "category": "simple_python", "style": "fc",
                                 "model": "fake", "status": "scored", "valid": True}) + "\n")  # fmt: skip
@@ -128,7 +135,7 @@ def test_local_checkpoint_parses_calls_as_vllms_hermes_parser(tiny_model_dir, ti
         local.prompt_ids([{"role": "user", "content": "word " * (local.context + 10)}], None)
 
 
-def test_cli_runs_a_local_checkpoint_without_a_server(tmp_path, tiny_model_dir, capsys):
+def test_cli_runs_a_local_checkpoint_without_a_server(tmp_path, tiny_model_dir, capsys, checker):
     argv = ["bfcl-single", "--model-path", str(tiny_model_dir), "--categories", "simple_python,irrelevance",
             "--limit", "1", "--max-tokens", "8", "--out", str(tmp_path), "--sandbox-workers", "1", "-q"]  # fmt: skip
     assert cli.main(argv) == 0
@@ -138,3 +145,11 @@ def test_cli_runs_a_local_checkpoint_without_a_server(tmp_path, tiny_model_dir, 
     assert {r["model"] for r in results.records.values()} == {tiny_model_dir.resolve().name}
     out = capsys.readouterr().out
     assert "| simple_python |" in out and "| irrelevance |" in out
+
+
+def test_without_the_checkers_packages_the_cli_says_what_to_install_before_it_starts(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(bs, "missing_packages", lambda: ["tree_sitter_java"])
+    assert cli.main(_argv("http://127.0.0.1:9/v1", tmp_path / "run", "fc")) == 2
+    err = capsys.readouterr().err
+    assert "needs tree_sitter_java, not installed here" in err and "pip install 'astra-verl[bfcl]'" in err
+    assert not (tmp_path / "run").exists()

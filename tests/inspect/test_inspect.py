@@ -4,12 +4,12 @@ checked as text and in a real headless browser (Debian's chromium)."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+from testkit import in_ci
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.inspect.cli import main
@@ -130,7 +130,7 @@ def test_the_pages_render_in_a_headless_browser(tmp_path):
 
     if CHROMIUM is None:
         why = "no chromium on PATH (scripts/bootstrap.sh installs it as root with apt: apt-get install chromium)"
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail(why)
         pytest.skip(why)
     write_run(tmp_path)
