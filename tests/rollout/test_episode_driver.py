@@ -231,3 +231,77 @@ def test_the_same_episode_through_all_three_loops(name, trainer_config, tiny_tok
         roles = [m["role"] for m in transcript]
         # the mid-round message waits for the round's second tool message
         assert roles[:7] == ["user", "assistant", "tool", "tool", "user", "assistant", "user"]
+
+
+# -- the episode's rules, each once wrong in astra_tool_agent (issue #46) ----------------------
+def transcript_of(cfg, tokenizer, row, script, server_cls=ScriptedServer):
+    server = server_cls(tokenizer, script)
+    out = run(make_loop(cfg, server, tokenizer).run({"temperature": 1.0}, **row))
+    return out, EpisodeLog.from_extra_fields(out.extra_fields)
+
+
+def test_verl_max_user_turns_is_refused_and_ours_caps_every_user_message(trainer_config, tiny_tokenizer, envs, kit):
+    """verl's `multi_turn.max_user_turns` counts tool rounds too: refused, not read with another meaning.
+    `astra.rollout.max_user_turns` caps user messages wherever one would be appended."""
+    with pytest.raises(Exception, match=r"astra\.rollout\.max_user_turns"):
+        make_loop(trainer_config("actor_rollout_ref.rollout.multi_turn.max_user_turns=2"), None, tiny_tokenizer)
+    cfg = trainer_config("+astra.rollout.max_user_turns=1")
+    row = kit.row_kwargs(envs.city, envs.store, interaction={"name": HOOK, "users": True})
+    script = [kit.call_text("get_population", {"city": "Paris"}), "Paris has 2161000."]
+    _, log = transcript_of(cfg, tiny_tokenizer, row, script)
+    # the mid-round message is the one user turn; the end-of-round one is refused and ends the episode
+    assert (log.user_turns, log.assistant_turns, log.terminated_by.value) == (1, 2, "max_turns")
+    assert [m["role"] for m in log.hook_state["transcript"]].count("user") == 2  # the prompt's and one
+
+
+def test_a_final_answer_ending_exactly_at_the_response_limit_is_kept(trainer_config, tiny_tokenizer, envs, kit):
+    answer = "The density is about 20503 people per km2."
+    n = len(tiny_tokenizer.encode(answer, add_special_tokens=False)) + 1  # and the end-of-turn token
+    cfg = trainer_config(f"actor_rollout_ref.rollout.response_length={n}")
+    out, log = transcript_of(cfg, tiny_tokenizer, kit.row_kwargs(envs.city, envs.store), [answer])
+    assert len(out.response_ids) == n and log.terminated_by.value == "max_length"
+    assert log.final_answer == answer
+
+
+class SpecDecodeServer(ScriptedServer):
+    """A server reporting speculative-decoding counters each turn and no preemption count."""
+
+    async def generate(self, request_id: str, **kw):
+        out = await super().generate(request_id, **kw)
+        fields = {"spec_num_draft_tokens": 4, "spec_num_accepted_tokens": 2, "spec_num_verify_steps": 1}
+        return out.model_copy(update={"extra_fields": fields, "num_preempted": None})
+
+
+def test_spec_decode_counters_add_up_over_turns_and_unknown_preemption_is_verls_minus_one(
+    trainer_config, tiny_tokenizer, envs, kit
+):
+    paris = kit.call_text("get_population", {"city": "Paris"})
+    out, log = transcript_of(
+        trainer_config(),
+        tiny_tokenizer,
+        kit.row_kwargs(envs.city, envs.store),
+        [paris, paris, "done"],
+        SpecDecodeServer,
+    )
+    assert log.assistant_turns == 3
+    spec = {
+        k: out.extra_fields[k] for k in ("spec_num_draft_tokens", "spec_num_accepted_tokens", "spec_num_verify_steps")
+    }
+    assert spec == {"spec_num_draft_tokens": 12, "spec_num_accepted_tokens": 6, "spec_num_verify_steps": 3}
+    assert out.metrics.num_preempted == -1  # verl's ToolAgentLoop: unknown on the first turn is -1
+
+
+def test_assistant_and_tool_messages_carry_call_ids_and_malformed_attempts(trainer_config, tiny_tokenizer, envs, kit):
+    """Every attempt, a malformed one too, is in the assistant message under the id its tool message answers."""
+    malformed = '<tool_call>\n{"name": "get_area", "arguments": "Paris"}\n</tool_call>'
+    script = [kit.call_text("get_population", {"city": "Paris"}) + malformed, "done"]
+    row = kit.row_kwargs(envs.city, envs.store, interaction={"name": HOOK})
+    _, log = transcript_of(trainer_config(), tiny_tokenizer, row, script)
+    assistant, first, second = log.hook_state["transcript"][1:4]
+    assert [(c["id"], c["function"]["name"]) for c in assistant["tool_calls"]] == [
+        ("call_0", "get_population"),
+        ("call_1", "get_area"),
+    ]
+    assert assistant["tool_calls"][1]["function"]["arguments"].strip() == '{"name": "get_area", "arguments": "Paris"}'
+    assert (first["tool_call_id"], second["tool_call_id"]) == ("call_0", "call_1")
+    assert [(c.call_id, c.status.value) for c in log.calls] == [("call_0", "ok"), ("call_1", "bad_json")]
