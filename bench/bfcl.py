@@ -50,7 +50,7 @@ TARGET_S = 0.020
 
 def ground_truth_log(env_id: str, turns) -> EpisodeLog:
     """The episode log a perfect model leaves: one step of calls per turn, then a step without."""
-    log = EpisodeLog(env_id=env_id, hook="bfcl_multi_turn")
+    log = EpisodeLog(env_id=env_id, hook="bfcl_multi_turn", user_turns=len(turns) - 1)  # after the prompt's
     starts, step = [], 1
     for calls in turns:
         starts.append(step)
@@ -60,7 +60,6 @@ def ground_truth_log(env_id: str, turns) -> EpisodeLog:
         step += 2 if calls else 1
     log.hook_state = {
         "turn_starts": starts,
-        "turns_after_prompt_delivered": len(turns) - 1,  # the hook counts user turns after the prompt's
         "steps_per_turn": [1] * len(turns),
         "call_style": "prompt",
     }

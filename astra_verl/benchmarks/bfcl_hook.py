@@ -38,8 +38,8 @@ interaction_kwargs (written by `env_registry.families.bfcl.interaction_kwargs`):
     max_steps_per_turn: default BFCL's MAXIMUM_STEP_LIMIT
 
 Final state (`on_end`, stored in `EpisodeLog.hook_state`, read by the scorer): the user-turn
-counts (`user_turn_counts`: turns after the prompt's, the convention of every hook; the scorer
-adds the prompt's, as BFCL counts it), turn_starts (the assistant-turn number at which each user
+count the row lists (`user_turn_counts`: turns after the prompt's, the convention of every hook;
+the delivered ones are `EpisodeLog.user_turns`, and the scorer adds the prompt's, as BFCL counts it), turn_starts (the assistant-turn number at which each user
 turn began, 1-based, the prompt's first), steps_per_turn (the prompt's turn first), force_quit,
 call_style.
 """
@@ -160,7 +160,7 @@ class BfclMultiTurnHook(EnvironmentHook):
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
         return {
             "bfcl_id": self.bfcl_id,
-            **user_turn_counts(self.current, len(self.turns)),
+            **user_turn_counts(len(self.turns)),
             "turn_starts": list(self.turn_starts),
             "steps_per_turn": list(self.steps),
             "force_quit": self.force_quit,

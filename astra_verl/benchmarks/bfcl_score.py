@@ -43,7 +43,6 @@ from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbo
 from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.config import sandbox_settings
-from astra_verl.rollout.hooks import TURNS_DELIVERED
 from env_registry.call_check import CallStatus
 from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
 
@@ -238,9 +237,9 @@ def precheck(target: BfclTarget, log: EpisodeLog) -> BfclVerdict:
             "installed (its API classes and checker score the episode): re-export the rows or install that version"
         )
     state = log.hook_state
-    # BFCL counts the prompt's user turn (its ground truth has one entry per user turn); hooks
-    # count the turns after it (astra_verl.rollout.hooks.UserTurn).
-    delivered = 1 + int(state.get(TURNS_DELIVERED, 0))
+    # BFCL counts the prompt's user turn (its ground truth has one entry per user turn); the
+    # episode counts the turns after it (astra_verl.rollout.hooks.UserTurn).
+    delivered = 1 + log.user_turns
     total = len(target.ground_truth)
     style = call_style(log)
     verdict = BfclVerdict(

@@ -18,9 +18,12 @@ interaction_kwargs (strings only, parquet-friendly):
 
 Final state (`on_end`, read by the `astra_tau` reward): the agent's messages to the user
 (`responses`: each assistant turn that ended without tool calls, τ-bench's `respond` actions),
-the user-turn counts (`user_turn_counts`, the convention of every hook: the user's opening
-message goes into the prompt, so the turns after it are counted; a scripted user lists
-`len(script) - 1` of them, an LLM user is open-ended), and why it ended.
+the user turns the row lists (`user_turn_counts`, the convention of every hook: the user's
+opening message goes into the prompt, so the turns after it are counted; a scripted user lists
+`len(script) - 1` of them, an LLM user is open-ended; the delivered ones are
+`EpisodeLog.user_turns`), and why it ended. Like τ-bench's `Env.step`, any call of a terminate
+tool ends the episode, one whose arguments fail too (τ-bench sets `done` whatever the tool
+returned; `astra_verl.reward.tau.ends_episode`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 from functools import cache
 from typing import Any
 
+from astra_verl.reward.tau import ends_episode
 from astra_verl.rollout.hooks import (
     EnvironmentHook,
     EpisodeView,
@@ -161,7 +165,6 @@ class TauUserHook(EnvironmentHook):
             raise HookError(f"tau_user: interaction_kwargs.user must be 'scripted' or 'llm', got {kind!r}")
         self.terminate_tools = set(_strings(kwargs, "terminate_tools")) if kwargs.get("terminate_tools") else set()
         self.responses: list[str] = []
-        self.later_turns = 0  # user turns after the opening one (which the loop puts in the prompt)
         self.ended_by = ""
 
     async def _user_says(self, agent_message: str | None) -> HookAction:
@@ -169,15 +172,13 @@ class TauUserHook(EnvironmentHook):
         if STOP in text:
             self.ended_by = "user_stop"
             return HookAction(terminate=True)
-        if agent_message is not None:  # the opening message (on_start) is the prompt's turn
-            self.later_turns += 1
         return HookAction(user_message=text)
 
     async def on_start(self, view: EpisodeView) -> HookAction | None:
         return await self._user_says(None)
 
     async def on_tool_round_end(self, view: EpisodeView, records) -> HookAction | None:
-        if any(r.ok and r.tool in self.terminate_tools for r in records):
+        if any(ends_episode(r, self.terminate_tools) for r in records):
             self.ended_by = "terminate_tool"
             return HookAction(terminate=True)
         return None
@@ -189,5 +190,5 @@ class TauUserHook(EnvironmentHook):
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
         await self.user.aclose()
         listed = len(self.user.script) - 1 if isinstance(self.user, ScriptedUser) else None  # an LLM user: open-ended
-        counts = user_turn_counts(self.later_turns, listed)
+        counts = user_turn_counts(listed)
         return {"responses": self.responses, **counts, "ended_by": self.ended_by or "loop"}

@@ -30,7 +30,6 @@ from astra_verl.reward.sample import RewardInputError, last_outputs, parse_groun
 from astra_verl.reward.settings import RewardSettings
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, tau_score
 from astra_verl.rollout.context import worker_context
-from astra_verl.rollout.hooks import TURNS_DELIVERED
 from env_registry.families import tau
 from env_registry.spec import tool_module
 
@@ -84,7 +83,7 @@ async def score_episode(sandbox: Sandbox, target: tau.TauTarget, log: EpisodeLog
         **score.extra_info(),
         "tau_action_f1": f1,
         "tau_calls": float(log.num_calls),
-        "tau_turns_after_prompt": float(log.hook_state.get(TURNS_DELIVERED, 0)),
+        "tau_turns_after_prompt": float(log.user_turns),  # the user's turns after its opening one
     }
     return {"reward_score": mixed_reward(score, f1, f1_weight), "reward_extra_info": info}
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from astra_verl.reward.f1 import DEFAULT_EPS, precision_recall_f1
+from env_registry.call_check import CallStatus
 
 Action = tuple[str, dict[str, Any]]
 
@@ -83,13 +84,20 @@ def mixed_reward(tau: TauScore, f1: float, f1_weight: float) -> float:
 
 def episode_actions(calls: Sequence[Any], terminate_tools: Sequence[str]) -> list[Action]:
     """The tool actions an episode took, as τ-bench's Env would have stepped them: each call the
-    sandbox ran (`CallRecord.ok`; a rejected call never reached a tool), in order, up to and
-    including the first terminate tool (the episode ends there)."""
+    sandbox ran (`CallRecord.ok`; a rejected call never reached a tool), in order, up to the
+    first attempt of a terminate tool (the episode ends there, as in τ-bench, even when that
+    call failed: `ends_episode`), included when it ran."""
     out: list[Action] = []
     for call in calls:
-        if not call.ok:
-            continue
-        out.append((call.tool, dict(call.arguments)))
-        if call.tool in terminate_tools:
+        if call.ok:
+            out.append((call.tool, dict(call.arguments)))
+        if ends_episode(call, terminate_tools):
             break
     return out
+
+
+def ends_episode(call: Any, terminate_tools: Sequence[str] | set[str]) -> bool:
+    """A call that ends a τ-bench episode: any attempt of a terminate tool τ-bench would have
+    stepped (its `Env.step` sets `done` for a known tool whatever the call returned), so not an
+    unknown (unshown) tool nor a call past the parallel cap, which never ran."""
+    return call.tool in terminate_tools and call.status not in (CallStatus.UNKNOWN_TOOL, CallStatus.SKIPPED)

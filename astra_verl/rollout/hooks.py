@@ -121,9 +121,9 @@ class AstraDefaultHook(EnvironmentHook):
 
 
 # -- user turns ------------------------------------------------------------------------------
-# Hook-state keys of the user-turn counts every hook that delivers user turns reports (on_end).
-TURNS_LISTED = "turns_after_prompt"  # how many the row lists (absent for an open-ended user)
-TURNS_DELIVERED = "turns_after_prompt_delivered"  # how many the hook delivered
+# Hook-state key of how many user turns a row lists (absent for an open-ended user). How many
+# were delivered is one counter, the episode driver's `EpisodeLog.user_turns`, not a hook's.
+TURNS_LISTED = "user_turns_listed"
 
 
 class UserTurn(StrictModel):
@@ -131,9 +131,10 @@ class UserTurn(StrictModel):
 
     Counting convention, for every hook (`scripted_user_turns`, `bfcl_multi_turn`, `tau_user`):
     user turns are counted **after the prompt's**: the prompt's own user turn (if it has one) is
-    never a `UserTurn` and is never counted, so `TURNS_DELIVERED` equals the episode's
-    `EpisodeLog.user_turns` (the user messages hooks injected). A benchmark that counts the
-    prompt's turn (BFCL's ground truth has one entry per user turn) adds it where it scores.
+    never a `UserTurn` and is never counted. The delivered count is the episode driver's
+    `EpisodeLog.user_turns` (the user messages that entered the conversation; a hook's own
+    count could differ: a message past `max_user_turns` is never appended). A benchmark that
+    counts the prompt's turn (BFCL's ground truth has one entry per user turn) adds it where it scores.
 
     Wire format (`parse_user_turns`): a string (the content), or {"content": str | null,
     "add_tools": [tool, ...]} where a tool is {"env_id": str, "name": str}, or a bare name of a
@@ -147,9 +148,10 @@ class UserTurn(StrictModel):
     add_tools: tuple[ToolRef, ...] = ()
 
 
-def user_turn_counts(delivered: int, listed: int | None) -> dict[str, int]:
-    """A hook's final-state entries for its user turns (see `UserTurn` for what is counted)."""
-    return {TURNS_DELIVERED: delivered} | ({} if listed is None else {TURNS_LISTED: listed})
+def user_turn_counts(listed: int | None) -> dict[str, int]:
+    """A hook's final-state entry for the user turns its row lists (see `UserTurn` for what is
+    counted; the delivered ones are `EpisodeLog.user_turns`)."""
+    return {} if listed is None else {TURNS_LISTED: listed}
 
 
 def parse_user_turns(raw: Any, hook: str, env_id: str | None = None, key: str = "turns") -> list[UserTurn]:
@@ -200,7 +202,7 @@ class ScriptedUserTurnsHook(EnvironmentHook):
 
     interaction_kwargs: {"name": "scripted_user_turns", "turns": [turn, ...], "env_id": optional}
     with turns as `UserTurn` reads them, each with content. After the last turn is answered the
-    episode ends. Final state: `user_turn_counts` (turns after the prompt's).
+    episode ends. Final state: `user_turn_counts` (the turns it lists after the prompt's).
     """
 
     def __init__(self, kwargs: dict[str, Any]):
@@ -222,4 +224,4 @@ class ScriptedUserTurnsHook(EnvironmentHook):
         return HookAction(user_message=turn.content, add_tools=turn.add_tools)
 
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
-        return user_turn_counts(self.delivered, len(self.turns))
+        return user_turn_counts(len(self.turns))

@@ -46,10 +46,7 @@ def test_a_miss_func_entry_runs_in_the_agent_loop_and_astra_bfcl_accepts_it(loop
     out = run(bfcl_replay.run_loop_episode(config, tokenizer, row, script))
     log = EpisodeLog.from_extra_fields(out.extra_fields)
     assert log.hook == "bfcl_multi_turn" and log.terminated_by is Termination.NO_TOOL_CALL
-    assert (
-        log.user_turns == len(entry.turns) - 1
-        and log.hook_state["turns_after_prompt_delivered"] == len(entry.turns) - 1
-    )
+    assert log.user_turns == len(entry.turns) - 1 == log.hook_state["user_turns_listed"]
     assert all(c.status is CallStatus.OK for c in log.calls)
     assert [c.tool for c in log.calls if c.tool == "sort"] == ["sort"]  # revealed at turn 3, then called
     decoded = tokenizer.decode(out.prompt_ids + out.response_ids)
@@ -76,7 +73,7 @@ def test_the_step_limit_force_quits_in_the_agent_loop(loop_kit, bfcl_sample):
     out = run(bfcl_replay.run_loop_episode(config, tokenizer, row, [ls] * 30))
     log = EpisodeLog.from_extra_fields(out.extra_fields)
     assert log.terminated_by is Termination.HOOK and log.assistant_turns == 21  # BFCL: quit after step 21
-    assert log.hook_state["force_quit"] and log.hook_state["turns_after_prompt_delivered"] == 0
+    assert log.hook_state["force_quit"] and log.user_turns == 0
     manager = get_reward_manager_cls("astra_bfcl")(config=config, tokenizer=tokenizer, compute_score=None)
     result = manager.loop.run_until_complete(manager.run_single(as_sample(row, out.extra_fields)))
     assert result["reward_score"] == 0.0 and result["reward_extra_info"]["bfcl_force_quit"] == 1.0

@@ -60,7 +60,7 @@ def test_turns_are_delivered_one_at_a_time_and_the_holdout_reveals_its_tools():
     assert run(h.on_assistant_end(view(log), "all done")) is None  # after the last turn the episode ends
     state = run(h.on_end(view(log)))
     # turns after the prompt's (astra_verl.rollout.hooks.UserTurn); the prompt's turn starts turn_starts
-    assert state["turns_after_prompt"] == state["turns_after_prompt_delivered"] == 3
+    assert state["user_turns_listed"] == 3  # delivered: the episode's log.user_turns, not the hook's
     assert state["turn_starts"] == [1, 3, 4, 6] and state["force_quit"] is False
 
 
@@ -98,7 +98,7 @@ def test_step_limit_ends_the_episode_after_bfcls_21st_step():
     assert action is not None and action.terminate and h.force_quit
     assert run(h.on_assistant_end(view(log), "")) is None
     state = run(h.on_end(view(log)))
-    assert state["force_quit"] and state["steps_per_turn"] == [21] and state["turns_after_prompt_delivered"] == 0
+    assert state["force_quit"] and state["steps_per_turn"] == [21] and state["turn_starts"] == [1]
 
 
 def test_steps_are_counted_per_turn():
@@ -128,7 +128,7 @@ def test_a_step_bfcl_cannot_decode_ends_the_user_turn_uncounted(style):
     assert last.terminate and last.user_message is None
     state = run(h.on_end(view(log)))
     assert state["turn_starts"] == [1, 3, 4, 5] and state["steps_per_turn"] == [1, 0, 0, 0]
-    assert state["call_style"] == style and state["turns_after_prompt_delivered"] == 3
+    assert state["call_style"] == style and len(state["turn_starts"]) - 1 == 3
 
 
 def test_prompt_style_keeps_a_step_with_one_good_block():

@@ -105,4 +105,4 @@ def test_a_held_back_function_is_callable_only_from_its_turn(bfcl_sample, bfcl_s
     holdout = [m for m in result.messages if m["role"] == "user"][3]["content"]
     assert '"name": "sort"' in holdout  # prompting mode: the new function is listed, then BFCL's sentence
     assert holdout.endswith("I have updated some more functions you can choose from. What about now?")
-    assert result.log.hook_state["turns_after_prompt_delivered"] == len(entry.turns) - 1
+    assert result.log.user_turns == len(entry.turns) - 1

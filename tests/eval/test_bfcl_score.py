@@ -27,12 +27,14 @@ def rec(turn: int, tool: str, args, status: CallStatus = CallStatus.OK, index: i
 
 
 def episode(target, calls, starts, *, delivered=None, force_quit=False, terminated=Termination.NO_TOOL_CALL):
-    log = EpisodeLog(env_id=target.env_id, calls=calls, hook="bfcl_multi_turn", terminated_by=terminated)
+    # the episode's count: user turns after the prompt's
+    user_turns = (len(starts) if delivered is None else delivered) - 1
+    log = EpisodeLog(
+        env_id=target.env_id, calls=calls, hook="bfcl_multi_turn", terminated_by=terminated, user_turns=user_turns
+    )
     log.hook_state = {
         "turn_starts": starts,
-        # the hook's counts: user turns after the prompt's
-        "turns_after_prompt_delivered": (len(starts) if delivered is None else delivered) - 1,
-        "turns_after_prompt": len(target.ground_truth) - 1,
+        "user_turns_listed": len(target.ground_truth) - 1,
         "steps_per_turn": [1] * len(starts),
         "force_quit": force_quit,
         "call_style": "prompt",
@@ -84,6 +86,18 @@ def test_bfcls_force_termination_rule_and_our_truncation(bfcl_sample):
         precheck(target, EpisodeLog(env_id="other"))
     with pytest.raises(BfclScoringError, match="exported with bfcl-eval 2000.1.1"):
         precheck(target.model_copy(update={"bfcl_version": "2000.1.1"}), episode(target, [], [1, 3, 5, 7]))
+
+
+def test_the_user_turns_are_the_episodes_one_counter(bfcl_sample):
+    """The scorer reads `EpisodeLog.user_turns` (what entered the conversation), never a hook's
+    count read with a default of 0: a state without one is no truncated episode."""
+    target = bfcl_sample.data.targets[bfcl_sample.index["multi_turn_base_0"]]  # 4 turns
+    log = episode(target, [], [1, 3, 5, 7])
+    assert log.user_turns == 3 and not any("deliver" in key for key in log.hook_state)
+    verdict = precheck(target, log)
+    assert verdict.valid and verdict.turns_delivered == 4
+    log.user_turns = 2  # a user turn the loop refused (max_user_turns) was never delivered
+    assert precheck(target, log).error_type == "astra:episode_truncated"
 
 
 def test_the_sandbox_must_expose_bfcl():

@@ -39,8 +39,7 @@ def test_scripted_user_opens_answers_and_stops():
     # the opening message is the prompt's turn: one user turn after it, of the one the script lists
     assert state == {
         "responses": ["Which order?", "Done: 12.50"],
-        "turns_after_prompt_delivered": 1,
-        "turns_after_prompt": 1,
+        "user_turns_listed": 1,
         "ended_by": "user_stop",
     }
 
@@ -49,13 +48,32 @@ def test_a_terminate_tool_ends_the_episode_and_other_calls_do_not():
     async def main():
         hook = TauUserHook({"user": "scripted", "script": '["hi"]', "terminate_tools": TERMINATE})
         assert await hook.on_tool_round_end(None, [_record("get_user_details", {"user_id": "u"})]) is None
-        failed = _record("transfer_to_human_agents", {}, CallStatus.SCHEMA_ERROR)
-        assert await hook.on_tool_round_end(None, [failed]) is None  # never ran: no transfer
+        unshown = _record("transfer_to_human_agents", {}, CallStatus.UNKNOWN_TOOL)
+        skipped = _record("transfer_to_human_agents", {"summary": "s"}, CallStatus.SKIPPED)
+        assert await hook.on_tool_round_end(None, [unshown, skipped]) is None  # neither was stepped
         action = await hook.on_tool_round_end(None, [_record("transfer_to_human_agents", {"summary": "s"})])
         return action, await hook.on_end(None)
 
     action, state = asyncio.run(main())
     assert action.terminate and state["ended_by"] == "terminate_tool"
+
+
+def test_a_transfer_that_fails_its_arguments_ends_the_episode_as_in_tau_bench():
+    """τ-bench's Env.step sets `done` on a terminate tool whatever it returned: a transfer without
+    its `summary`, then a write, ends at the transfer there (the write never happens), so here."""
+    failed = _record("transfer_to_human_agents", {}, CallStatus.SCHEMA_ERROR)
+    write = _record("cancel_pending_order", {"order_id": "#1", "reason": "no longer needed"})
+
+    async def main():
+        hook = TauUserHook({"user": "scripted", "script": '["hi"]', "terminate_tools": TERMINATE})
+        return await hook.on_tool_round_end(None, [failed]), await hook.on_end(None)
+
+    action, state = asyncio.run(main())
+    assert action is not None and action.terminate and state["ended_by"] == "terminate_tool"
+    # the same round's later write is not one of the episode's actions either
+    assert episode_actions([_record("get", {"id": "1"}), failed, write], ["transfer_to_human_agents"]) == [
+        ("get", {"id": "1"})
+    ]
 
 
 @pytest.mark.parametrize(
@@ -110,7 +128,6 @@ def test_llm_user_uses_tau_benchs_prompt_with_roles_swapped():
     # an LLM user is open-ended: no listed count; it stopped right after its opening message
     assert state == {
         "responses": ["Done, refund of 12.50."],
-        "turns_after_prompt_delivered": 0,
         "ended_by": "user_stop",
     }
 

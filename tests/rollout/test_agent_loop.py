@@ -304,7 +304,7 @@ def test_scripted_user_turns_and_tools_added_mid_episode(cfg, tiny_tokenizer, en
     assert [c.status for c in log.calls] == [CallStatus.UNKNOWN_TOOL, CallStatus.OK]
     assert (log.user_turns, log.assistant_turns, log.final_answer) == (1, 4, "105.4 km2.")
     assert log.hook == "scripted_user_turns"
-    assert log.hook_state == {"turns_after_prompt_delivered": 1, "turns_after_prompt": 1} and log.user_turns == 1
+    assert log.hook_state == {"user_turns_listed": 1} and log.user_turns == 1
     context = tiny_tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask, strict=True) if not m])
     assert "Now give me the area too" in context
     assert '"get_area"' not in tiny_tokenizer.decode(out.prompt_ids)  # hidden at the start

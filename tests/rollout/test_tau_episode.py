@@ -104,7 +104,7 @@ def test_gold_episode_scores_one_and_user_turns_are_masked(cfg, tiny_tokenizer, 
     assert log.hook == "tau_user" and log.terminated_by is Termination.HOOK
     assert [c.status for c in log.calls] == [CallStatus.OK] * len(gold)
     # the first went into the prompt: one turn after it, as EpisodeLog.user_turns counts
-    assert log.user_turns == log.hook_state["turns_after_prompt_delivered"] == 1
+    assert log.user_turns == log.hook_state["user_turns_listed"] == 1
     assert log.hook_state["responses"] == ["Let me look into it.", final]
     assert log.hook_state["ended_by"] == "user_stop"
     assert instruction[:40] in tiny_tokenizer.decode(out.prompt_ids)
