@@ -7,7 +7,7 @@
     verify:   {votes: 3, back_translate: true, match: exact}
     tasks:    {per_chain: 2, per_server: 3, augment: [diverse, complicate, persona], personas: null,
                thresholds: {question_quality: 3, scenario_realism: 3, tool_necessity: 4}}
-    interact: {max_llm_calls: 20, task_timeout_s: 600, failure_rate: 0.2, backend: simulated, ...}
+    interact: {max_llm_calls: 20, max_parallel_calls: 8, task_timeout_s: 600, failure_rate: 0.2, backend: simulated, ...}
     judge:    {threshold: 0.7, min_per_dim: {}, samples: 1}
     export:   {system_prompt: true, parallel_calls: keep}
     concurrency: 64
