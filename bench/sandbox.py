@@ -19,6 +19,11 @@ episode at a time:
         a fresh namespace per episode (fresh state, as the others), calls through
         `FunctionTool.call` (asyncio.to_thread). No isolation at all: the price of isolation.
 
+A session compiles its own program (the worker never holds one: docs/security.md), so a program
+opened again costs its compile again; the last lines measure that: the tool's compile time here,
+and the session open p50 when every episode opens one and the same program (the G rollouts of one
+GRPO group).
+
 Printed, for k = 1..8 calls: the latency per episode (median and p90; ours with `--gap-ms`
 between episodes, standing in for the generation that separates an episode's tool calls from
 the next one's, during which the workers prepare their spares), every ratio, and the CPU per
@@ -269,6 +274,10 @@ async def measure(args, ks: list[int], confined: list[str] | None) -> dict:
                         episode += 1
                         times.setdefault((key, k), []).append(run(python if key == "a" else confined, episode, k))
                     cpu.setdefault(f"{key}{k}", []).append(meter.spent() / args.baseline_episodes)
+        same_program_opens = []
+        for _ in range(args.episodes):  # one program for every episode: a GRPO group's rollouts
+            await asyncio.sleep(args.gap_ms / 1e3)
+            same_program_opens.append((await pool_episode(pool, -2, 1))[1])
         k = 4
         conc = {"ours": await pool_concurrent(pool, k, args.concurrency * 6, args.concurrency, 10**6)}
     conc["a"] = threads_concurrent(
@@ -278,10 +287,29 @@ async def measure(args, ks: list[int], confined: list[str] | None) -> dict:
         conc["b"] = threads_concurrent(
             lambda i: confined_process_episode(confined, 3 * 10**6 + i, k), 2 * args.concurrency, args.concurrency
         )
-    return {"times": times, "cpu": cpu, "opens": opens, "isolation": isolation, "concurrent": conc}
+    return {
+        "times": times,
+        "cpu": cpu,
+        "opens": opens,
+        "same_program_opens": same_program_opens,
+        "isolation": isolation,
+        "concurrent": conc,
+    }
+
+
+def compile_seconds(source: str, repeat: int = 200) -> float:
+    """Median seconds to compile `source` in this process (what a session pays for its program)."""
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        compile(source, "<tool>", "exec", dont_inherit=True)
+        runs.append(time.perf_counter() - t0)
+    return median(runs)
 
 
 def main() -> None:
+    """Over 60 lines because it prints the report top to bottom, one table after another, in the
+    order a reader reads it; each block needs the numbers the one before computed."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--calls", default="1,2,4,8", help="calls per episode, k (default 1,2,4,8)")
     ap.add_argument("--episodes", type=int, default=40, help="episodes of ours and (c) per k and round (default 40)")
@@ -341,6 +369,12 @@ def main() -> None:
             print(f"  {name:34}" + "".join(f"{ms(cpu[f'{key}{k}']):>22}" for k in ks))
     o50, o99 = median(res["opens"]), percentile(res["opens"], 0.99)
     print(f"session open (part of ours above): p50 {ms(o50)}, p99 {ms(o99)}")
+    same = res["same_program_opens"]
+    print(
+        f"session open, one program for every episode (a GRPO group): p50 {ms(median(same))}, "
+        f"p99 {ms(percentile(same, 0.99))}; compiling the tool ({len(TOOL):,} chars) here: "
+        f"{compile_seconds(tool_source(0)) * 1e3:.3f} ms"
+    )
     c = res["concurrent"]
     print(
         f"\nback to back, {args.concurrency} episodes in flight, k=4, wall time per episode: ours {ms(c['ours'])}, "

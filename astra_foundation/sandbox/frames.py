@@ -3,11 +3,12 @@
 A session's channel carries frames the tool can forge: the tool runs in that process and may
 write any bytes into any of its descriptors. So nothing a frame holds is trusted. Decoding is
 total (every failure, deep nesting's RecursionError included, is a `ProtocolError`), every field
-is checked for its type, and every limit the pool promises its caller is applied here, not only
+is checked for its type and every string for valid Unicode, and every limit the pool promises its caller is applied here, not only
 inside the session (which the tool controls). A frame that breaks a rule means the channel's
 framing can no longer be trusted: the pool then stops that process and resets the session.
 
-Frames, in order, on a session's channel:
+Frames, in order, on a session's channel (from the session; the pool writes the program, as
+`marshal` of its (name, source) pairs, after `confined`, and then one request per call):
 
     {"op": "confined"}  or  {"op": "fatal", "error"}   before any tool code exists in the process
     {"op": "ready", "errors": {module: message}}        after the program's top level ran
@@ -51,6 +52,18 @@ def decode(payload: bytes) -> dict:
     return obj
 
 
+def valid_text(text: str, what: str) -> str:
+    """`text` when it is valid Unicode, else ProtocolError. JSON's `\\udXXX` escapes can carry lone
+    surrogates, which no UTF-8 encoder accepts (a consumer writing the result would raise). An
+    honest session never sends one: it replaces them before encoding (session.clean, wire.encode)."""
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ProtocolError(f"{what} holds a lone surrogate (not valid Unicode)") from None
+    return text
+
+
 def clip(text: str, limit: int) -> str:
     """`text` cut to `limit` characters (messages the pool words from the session's account)."""
     return text if len(text) <= limit else text[: max(limit - len(TRUNCATED), 0)] + TRUNCATED
@@ -62,7 +75,7 @@ def _text(frame: dict, key: str, limit: int, what: str, default: str | None = ""
         raise ProtocolError(f"{what} is not a string")
     if len(value) > limit:
         raise ProtocolError(f"{what} of {len(value):,} characters exceeds the limit of {limit:,}")
-    return value
+    return valid_text(value, what)
 
 
 def confined(frame: dict) -> str | None:
@@ -73,7 +86,7 @@ def confined(frame: dict) -> str | None:
         return None
     if op == "fatal":
         error = frame.get("error")
-        return clip(error if type(error) is str else "no reason given", 1000)
+        return clip(valid_text(error, "the confinement's error") if type(error) is str else "no reason given", 1000)
     raise ProtocolError("the session's first frame is neither 'confined' nor 'fatal'")
 
 
@@ -88,7 +101,7 @@ def load_errors(frame: dict, names: frozenset[str], max_chars: int) -> dict[str,
     for name, message in errors.items():
         if name not in names or type(message) is not str:
             raise ProtocolError("a load error names no module of the program or is not a string")
-        checked[name] = clip(message, max_chars)
+        checked[name] = clip(valid_text(message, "a load error"), max_chars)
     return checked
 
 
@@ -113,5 +126,7 @@ def call_result(frame: dict, call_id: int, max_chars: int) -> CallResult:
     if kind not in SESSION_KINDS:
         raise ProtocolError(f"a reply with an error kind only the pool decides ({kind.value})")
     message = frame.get("msg")
-    message = clip(message, max_chars) if type(message) is str and message else kind.value
+    message = (
+        clip(valid_text(message, "an error message"), max_chars) if type(message) is str and message else kind.value
+    )
     return CallResult(ok=False, output="", stdout=stdout, error_kind=kind, message=message)

@@ -311,7 +311,7 @@ def describe_isolation(
     parts.append(f"work dir: {tmp} ({config.tmp_mb} MiB, 4096 files)" if "tmpfs" in tmp else f"work dir: {tmp}")
     parts.append(
         f"rlimits AS={config.memory_mb} MiB, CPU={config.session_cpu_s} s, FSIZE={config.file_size_mb} MiB, "
-        f"NOFILE={config.open_files}, CORE=0"
+        f"NOFILE={config.open_files}, CORE=0, SIGPENDING={confine.SIGPENDING}"
     )
     if abi:
         parts.append(
@@ -333,7 +333,8 @@ def describe_isolation(
         parts.append(f"imported by the workers before forking sessions: {', '.join(config.preload)}")
     parts.append(
         f"seccomp ({confine.MACHINE}): no fork/exec, no sockets, signals to itself only, no ptrace, "
-        "namespaces, mounts, bpf, io_uring, SysV IPC, memfd, inotify/fanotify, timestamp and xattr writes"
+        "namespaces, mounts, bpf, io_uring, Linux AIO, SysV IPC, memfd, inotify/fanotify, timestamp and xattr "
+        "writes; limits and scheduling of itself only"
     )
     parts.append(f"{config.call_timeout_s:g} s wall clock and {config.max_output_chars} chars of output per call")
     return "; ".join(parts)

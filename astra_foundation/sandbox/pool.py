@@ -4,17 +4,20 @@ Design (why it is fast and why it is safe):
 
 * **Warm workers.** `workers` long-lived worker processes ("zygotes", inside/worker.py), each
   started once inside bubblewrap (or as a plain process). A worker imports the standard
-  library modules tools use and compiles each program once (cache keyed by `Program.digest`),
-  so starting a session costs a fork, not a Python start-up.
+  library modules tools use, so starting a session costs a fork, not a Python start-up. It never
+  holds a program: the pool sends each program to its session process, which compiles it
+  confined (a slow or huge compile is that program's LOAD_ERROR, under its own limits and load
+  timeout), so no session inherits another program's source or code.
 * **One process per session.** Each session is its own process forked from a worker, which
   confines itself (own uid, rlimits, Landlock, seccomp: inside/confine.py) and only then runs the
   program's modules in fresh namespaces. The G rollouts of one GRPO group therefore never share
   tool state, and a hostile tool cannot reach other sessions: they are other processes, with
   other uids, that it may not signal, trace or read.
 * **Spares: an open is a hand-off.** A worker forks and confines session processes ahead of
-  time, while it is idle (`launch.SPARE_SESSIONS` each); `open_session` gives the program to one
-  of them, so the fork and the confinement are off the episode's path. Each worker draws its
-  sessions' uids from a block of its own.
+  time, while it is idle (`launch.SPARE_SESSIONS` each), and the pool holds the channel of one
+  more per worker (`supervise.HELD_SPARES`); `open_session` writes the program to a held one, so
+  the fork, the confinement and the round trip to the worker are off the episode's path. Each
+  worker draws its sessions' uids from a block of its own, never one a live process holds.
 * **Direct channels.** The worker creates each session's socketpair and hands the pool its end
   (SCM_RIGHTS) with a pidfd of the session process; calls then travel pool <-> session directly
   as length-prefixed JSON frames (inside/wire.py), and the pool can SIGKILL a session without
@@ -34,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import marshal
 import os
 import random
 import resource
@@ -60,6 +64,7 @@ MAX_PROGRAM_BYTES = 8 << 20
 MAX_START_FAILURES = 5
 UID_RANGE = 1 << 24  # sessions' uids lie in [uid_base, uid_base + UID_RANGE) (config.py checks the room)
 REPLACE_GRACE_S = 2.0  # between a worker's death and its report and replacement (see _worker_died)
+MAX_ID_BYTES = 32  # `{"id":N` of a request: a call id's digits and the key
 
 
 def _raise_fd_limit(needed: int) -> None:
@@ -107,7 +112,6 @@ class _State:
     names: frozenset[str]
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     proc: SessionProc | None = None
-    generation: int = 0
     fatal: str | None = None  # the whole program failed to load: every call is LOAD_ERROR
     load_errors: dict[str, str] = field(default_factory=dict)
     next_id: int = 0
@@ -306,12 +310,10 @@ class SandboxPool(Sandbox):
         cannot load. Raises SandboxError when the sandbox itself fails; whatever it raises, no
         process it started stays alive."""
         last: Exception | None = None
-        for _attempt in range(3):
+        for _attempt in range(3):  # another worker only for a worker's fault, never for the program's
             worker = await self._pick_worker()
-            st.generation += 1
-            key = f"{st.session.id}-{st.generation}"
             try:
-                proc = await worker.spawn(key, st.program)
+                proc = await worker.take()
             except SandboxError as exc:  # the worker died or hung: try another one
                 last = exc
                 continue
@@ -326,18 +328,26 @@ class SandboxPool(Sandbox):
         raise SandboxError(f"could not start a session process: {last}")
 
     async def _load(self, st: _State, proc: SessionProc) -> SandboxError | None:
-        """Wait for the session process to confine itself and load the program; keeps it in
-        st.proc, or sets st.fatal (closing it), or returns the error to retry on another worker."""
+        """Wait for the session process to confine itself, send it the program, and wait for it to
+        compile and load it; keeps it in st.proc, or sets st.fatal (closing it), or returns the
+        error to retry on another worker (only when the worker itself died)."""
         try:
             async with timeout(self.config.load_timeout_s):
                 refused = frames.confined(await self._read_frame(proc))
                 if refused is not None:
                     raise SandboxError(f"session could not be isolated: {refused}")
+                # Validated (module names, sizes) by open_session; marshal of str pairs is exact.
+                proc.writer.write(wire.frame(marshal.dumps(tuple((m.name, m.source) for m in st.program.modules))))
+                await proc.writer.drain()
                 ready = await self._read_frame(proc)
             st.load_errors = frames.load_errors(ready, st.names, self.config.max_output_chars)
         except asyncio.TimeoutError:
             proc.close()
-            st.fatal = f"the program's top-level code did not finish within {self.config.load_timeout_s} s"
+            st.fatal = (
+                f"compiling the program and running its top-level code did not finish within "
+                f"{self.config.load_timeout_s:g} s (astra.sandbox.load_timeout_s); make its modules smaller "
+                "or their top level do less"
+            )
             return None
         except wire.ProtocolError:
             proc.close()
@@ -388,6 +398,15 @@ class SandboxPool(Sandbox):
             args_json = json.dumps(kwargs, ensure_ascii=False)  # the tool receives these JSON values only
         except (TypeError, ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
             return _failure(ErrorKind.BAD_ARGS, f"arguments are not JSON-serialisable: {exc}")
+        # The request after its id; checked against what the session reads before anything is sent
+        # (a larger frame would break its channel: FORBIDDEN, blamed on the tool, state reset).
+        tail = f',"m":{json.dumps(module)},"f":{json.dumps(function)},"a":{args_json}}}'.encode("utf-8", "replace")
+        if len(tail) + MAX_ID_BYTES > wire.SESSION_MAX_FRAME:
+            return _failure(
+                ErrorKind.BAD_ARGS,
+                f"the arguments are {len(tail):,} bytes as JSON, more than the {wire.SESSION_MAX_FRAME:,} bytes a "
+                "call may carry into the sandbox; nothing was sent and the tool state is unchanged: pass less data",
+            )
         async with st.lock:
             if st.proc is None:
                 try:
@@ -401,8 +420,7 @@ class SandboxPool(Sandbox):
             proc = st.proc
             st.next_id += 1
             call_id = st.next_id
-            payload = f'{{"id":{call_id},"m":{json.dumps(module)},"f":{json.dumps(function)},"a":{args_json}}}'
-            frame = wire.frame(payload.encode("utf-8", "replace"))
+            frame = wire.frame(b'{"id":%d' % call_id + tail)
             try:
                 async with timeout(self.config.call_timeout_s):
                     resp = await self._roundtrip(proc, frame)

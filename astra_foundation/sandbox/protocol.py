@@ -40,7 +40,7 @@ class Module:
 
 @dataclass(frozen=True)
 class Program:
-    """The code of one episode's tools. Identity is the content: workers cache by `digest`."""
+    """The code of one episode's tools. Identity is the content (`digest`, which a `Session` records)."""
 
     modules: tuple[Module, ...]
 
@@ -49,7 +49,7 @@ class Program:
         """SHA-256 of the whole program as one JSON array of [name, source] pairs. JSON quotes and
         escapes every string, so two different programs never encode alike (joining names and
         sources with a separator did: a source containing the separator read as two modules, and
-        the workers' compile cache then served one program's code for the other). ASCII escapes
+        the workers' compile cache, since removed, served one program's code for the other). ASCII escapes
         make it total: a lone surrogate is encoded as `\\udXXX`, never an encoding error (such a
         program then fails validation and every call reports LOAD_ERROR). Anything that is not a
         string is encoded as a tagged object no string can produce; such programs never load."""

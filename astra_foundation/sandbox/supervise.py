@@ -7,20 +7,30 @@ pool accepts on a session's channel, in frames.py.
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
 import os
+import select
 import signal
 import socket
 import subprocess
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .config import SandboxConfig
 from .inside import wire
 from .launch import WorkerCommand
-from .protocol import ErrorKind, Program
+from .protocol import ErrorKind
+
+logger = logging.getLogger("astra_foundation.sandbox")
 
 WORKER_START_TIMEOUT_S = 30.0
 EXIT_STATUS_WAIT_S = 2.0
+# Confined session processes the pool holds per worker, their channels open, waiting for a program
+# (`WorkerProc.take`): an open then writes its program at once, without a round trip to the
+# worker, which since it never sees programs would otherwise lie on the open's path.
+HELD_SPARES = 1
 
 
 class SandboxError(RuntimeError):
@@ -87,6 +97,14 @@ class SessionProc:
             self._pid = _host_pid(self.pidfd)
         return self._pid
 
+    def running(self) -> bool:
+        """Whether the process still runs (its pidfd turns readable when it exits)."""
+        if self.pidfd is None or self.exit.done():
+            return False
+        poller = select.poll()
+        poller.register(self.pidfd, select.POLLIN)
+        return not poller.poll(0)
+
     def kill(self) -> None:
         if self.pidfd is not None:
             try:
@@ -147,6 +165,9 @@ class WorkerProc:
         self.pending: dict[str, asyncio.Future] = {}
         self.procs: dict[str, SessionProc] = {}
         self.send_lock = asyncio.Lock()
+        self._keys = itertools.count(1)  # the worker knows a session start only by this number
+        self.held: deque[SessionProc] = deque()  # HELD_SPARES, see there
+        self._holding: asyncio.Task | None = None
         self.alive = False
         self.pid: int | None = None
         self.features: dict = {}
@@ -182,6 +203,7 @@ class WorkerProc:
         except SandboxError:
             self.kill()
             raise
+        self._hold_more()
 
     # ---------------------------------------------------------------- control channel
     def _on_readable(self) -> None:
@@ -245,22 +267,46 @@ class WorkerProc:
                 os.close(fd)
 
     # ---------------------------------------------------------------- sessions
-    async def spawn(self, key: str, program: Program) -> SessionProc:
-        """Have the worker hand `program` to a session process; returns once it reports the
-        process and its channel (the program then loads; the caller reads `ready`)."""
+    async def take(self) -> SessionProc:
+        """A confined session process for a new session: one the pool holds (the program can go
+        out at once), else one asked of the worker now. Held ones found dead are dropped."""
+        while self.held:
+            proc = self.held.popleft()
+            if proc.running():
+                self._hold_more()
+                return proc
+            proc.close()
+        proc = await self.spawn()
+        self._hold_more()
+        return proc
+
+    def _hold_more(self) -> None:
+        if self.alive and len(self.held) < HELD_SPARES and (self._holding is None or self._holding.done()):
+            self._holding = self.loop.create_task(self._hold_one())
+
+    async def _hold_one(self) -> None:
+        try:
+            proc = await self.spawn()
+        except (SandboxError, OSError) as exc:
+            # Nothing is lost: the next open asks the worker itself, and reports its failure.
+            logger.debug("sandbox worker %d: no session process to hold ahead: %s", self.slot, exc)
+            return
+        if self.alive:
+            self.held.append(proc)
+        else:
+            proc.close()
+
+    async def spawn(self) -> SessionProc:
+        """Have the worker give us a confined session process; returns once it reports the
+        process and its channel (the caller then sends the program and reads `ready`). The
+        worker never sees the program, nor the session's id: it knows this start by a number."""
         if not self.alive:
             raise SandboxError(f"worker {self.slot} is not running")
+        key = str(next(self._keys))
         fut = self.loop.create_future()
         self.pending[key] = fut
         try:
-            frame = wire.encode(
-                {
-                    "op": "open",
-                    "sid": key,
-                    "digest": program.digest,
-                    "modules": [[m.name, m.source] for m in program.modules],
-                }
-            )
+            frame = wire.encode({"op": "open", "sid": key})
             async with self.send_lock:
                 await self.loop.sock_sendall(self.sock, frame)
             proc = await asyncio.wait_for(fut, self.owner.config.load_timeout_s)
@@ -299,6 +345,8 @@ class WorkerProc:
             proc.kill()
             proc.exited(None)
         self.procs.clear()
+        while self.held:
+            self.held.popleft().close()
         if self.popen is not None and self.popen.poll() is None:
             self.popen.kill()
         self.owner.died(self, why)

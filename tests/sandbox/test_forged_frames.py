@@ -21,6 +21,7 @@ import pytest
 
 from astra_foundation.sandbox import ErrorKind, Module, Program, SandboxPool
 from astra_foundation.sandbox.launch import SPARE_SESSIONS
+from astra_foundation.sandbox.supervise import HELD_SPARES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
@@ -122,13 +123,14 @@ def descendants(pid: int) -> set[int]:
 async def assert_no_stray_processes(pool: SandboxPool, sessions=()) -> None:
     """Every session process the pool still holds is one of `sessions`' current processes, and
     the pool's process tree (its workers' processes and theirs) holds no more than its workers,
-    their spares and those sessions."""
+    their spares (those the pool holds included) and those sessions."""
     wanted = {pool.session_pid(s) for s in sessions} - {None}
     wrappers = 2 if pool.backend == "bwrap" else 0  # bwrap, and its pid 1 inside the namespace
-    bound = pool.config.workers * (wrappers + 1 + SPARE_SESSIONS) + len(wanted)
+    bound = pool.config.workers * (wrappers + 1 + SPARE_SESSIONS + HELD_SPARES) + len(wanted)
     deadline = time.monotonic() + 5
     while True:
-        held = {p.pid for w in pool._workers if w is not None for p in w.procs.values()}
+        spares = {p.pid for w in pool._workers if w is not None for p in w.held}
+        held = {p.pid for w in pool._workers if w is not None for p in w.procs.values()} - spares
         # The pool's own processes only: other tests of the same run may leave children of this
         # process running (a served model, Ray), which are not the pool's to answer for.
         roots = [w.popen.pid for w in pool._workers if w is not None and w.popen is not None]

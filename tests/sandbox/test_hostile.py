@@ -484,14 +484,27 @@ async def test_fallback_without_landlock_limits_are_as_documented(degraded, host
 
 
 async def test_hung_worker_is_replaced(own_pool):
+    """A worker that no longer answers: the first request to it times out, it is killed with its
+    session processes and replaced. The pool holds a confined process of each worker ahead of
+    opens (supervise.HELD_SPARES), so the first open may still get the stopped worker's: that
+    session's next call then finds its process gone with the worker (CRASH, state reset) and the
+    call after runs on a live worker."""
     pool = own_pool
     stopped = pool.worker_pids()[0]
-    os.kill(stopped, signal.SIGSTOP)  # a worker that no longer answers: the first open to it times out
+    os.kill(stopped, signal.SIGSTOP)
     try:
         prog = tool("def f():\n    return 'ok'\n")
         sessions = [await pool.open_session(prog) for _ in range(3)]
+        deadline = time.monotonic() + pool.config.load_timeout_s + 10
+        while stopped in pool.worker_pids():  # detected: a request to it timed out
+            assert time.monotonic() < deadline, "the hung worker was not detected"
+            await asyncio.sleep(0.05)
         for s in sessions:
-            assert (await pool.call(s, "m", "f", {})).output == "ok"
+            r = await pool.call(s, "m", "f", {})
+            if not r.ok:  # a process held from the stopped worker before it stopped, gone with it
+                assert r.error_kind is ErrorKind.CRASH and "reset" in r.message, r
+                r = await pool.call(s, "m", "f", {})
+            assert r.output == "ok", r
             assert pool.worker_pid_of(s) != stopped
     finally:
         try:

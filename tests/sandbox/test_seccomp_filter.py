@@ -66,6 +66,27 @@ def test_filter_decisions(machine):
         assert run_bpf(prog, 0x40000000 + READ[machine], arch) == KILL  # x32
 
 
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_filter_decisions_on_limits_scheduling_and_aio(machine):
+    """Issue 47: Linux AIO takes a host-wide budget (refused); calls that change another process's
+    limits or scheduling are allowed on the caller only (pid 0 or its own), as signals are."""
+    table, arch, me = confine.SYSCALLS[machine], confine.AUDIT_ARCH[machine], 4242
+    prog = confine.seccomp_program(me, machine)
+    for name in ("io_setup", "io_submit", "io_getevents", "io_pgetevents", "io_cancel", "io_destroy"):
+        assert run_bpf(prog, table[name], arch, (1, 0, 0, 0, 0, 0)) == EPERM, name
+    for name in ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setattr", "sched_setaffinity"):
+        for pid in (0, me):
+            assert run_bpf(prog, table[name], arch, (pid, 9, 0, 0, 0, 0)) == ALLOW, (name, pid)
+        for other in (1, me + 1, -1, me + (1 << 32) + 1):
+            assert run_bpf(prog, table[name], arch, (other, 9, 0, 0, 0, 0)) == EPERM, (name, other)
+    for name, process in (("setpriority", 0), ("ioprio_set", 1)):
+        for who in (0, me):
+            assert run_bpf(prog, table[name], arch, (process, who, 5, 0, 0, 0)) == ALLOW, (name, who)
+        for which, who in ((process, 1), (process, me + 1), (process + 1, 0), (process + 2, 0), (process + 1, me)):
+            assert run_bpf(prog, table[name], arch, (which, who, 5, 0, 0, 0)) == EPERM, (name, which, who)
+    assert confine.SIGPENDING <= 256  # a low RLIMIT_SIGPENDING: POSIX timers pin kernel memory
+
+
 HEADERS = {
     "x86_64": "/usr/include/x86_64-linux-gnu/asm/unistd_64.h",
     "aarch64": "/usr/include/asm-generic/unistd.h",

@@ -10,7 +10,8 @@ Layers, in the order `confine()` applies them (each one is also useful alone):
    (the kernel exempts uid 0), and only then do file permissions (0700 homes, /etc/shadow) apply.
 2. **not dumpable, no new privileges**: no same-uid process may ptrace it or read its memory.
 3. **rlimits**: address space, CPU seconds (per session), file size, open files, processes /
-   threads (with the uid drop), no core dumps, no POSIX message queues.
+   threads (with the uid drop), no core dumps, no POSIX message queues, few queued signals and
+   POSIX timers (`SIGPENDING`: each pins kernel memory that the address-space limit misses).
 4. **Landlock** (Linux >= 5.13, if the LSM is enabled): the filesystem is read-only below the
    Python installation and the system library directories and read-write below the session's
    work dir only; nothing else can be opened. From ABI 4 TCP bind/connect are denied, from ABI 6
@@ -18,9 +19,11 @@ Layers, in the order `confine()` applies them (each one is also useful alone):
 5. **seccomp** (mandatory): a BPF deny-list. Blocked with EPERM: new processes (fork, vfork,
    clone without CLONE_THREAD, execve[at]), every socket (socket, socketpair: "no network", and
    no abstract unix sockets to host daemons), signals to any process but itself, ptrace and
-   process_vm_*, pidfd_*, namespaces and mounts, bpf, perf_event_open, userfaultfd, io_uring,
-   keyrings, uid/gid changes, SysV IPC and POSIX message queues, open_by_handle_at, kexec,
-   personality; memfd_create and memfd_secret (their pages are shared memory, not address space:
+   process_vm_*, pidfd_*, namespaces and mounts, bpf, perf_event_open, userfaultfd, io_uring and
+   Linux AIO (io_setup & co.: its contexts come from one host-wide budget, fs.aio-max-nr, that a
+   single session could take whole), changes of limits, scheduling or priority of any process
+   but itself (prlimit64, sched_set*, setpriority, ioprio_set, checked as signals are), keyrings,
+   uid/gid changes, SysV IPC and POSIX message queues, open_by_handle_at, kexec, personality; memfd_create and memfd_secret (their pages are shared memory, not address space:
    RLIMIT_AS does not count them, so they would let a session hold memory beyond `memory_mb`);
    inotify and fanotify (Landlock does not mediate them: a watch on a readable or even a merely
    existing host directory reports the host's file activity); the timestamp calls (utime, utimes,
@@ -69,6 +72,9 @@ _X86_64 = {
     "inotify_add_watch": 254, "fanotify_init": 300, "fanotify_mark": 301, "utime": 132, "utimes": 235,
     "futimesat": 261, "utimensat": 280, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
     "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199, "setxattrat": 463, "removexattrat": 466,
+    "io_setup": 206, "io_destroy": 207, "io_getevents": 208, "io_submit": 209, "io_cancel": 210,
+    "io_pgetevents": 333, "prlimit64": 302, "sched_setparam": 142, "sched_setscheduler": 144,
+    "sched_setattr": 314, "sched_setaffinity": 203, "setpriority": 141, "ioprio_set": 251,
 }  # fmt: skip
 _AARCH64 = {
     "clone": 220, "clone3": 435, "execve": 221, "execveat": 281, "socket": 198, "socketpair": 199,
@@ -85,7 +91,9 @@ _AARCH64 = {
     "open_by_handle_at": 265, "kexec_load": 104, "personality": 92, "memfd_create": 279, "memfd_secret": 447,
     "inotify_init1": 26, "inotify_add_watch": 27, "fanotify_init": 262, "fanotify_mark": 263, "utimensat": 88,
     "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14, "lremovexattr": 15, "fremovexattr": 16,
-    "setxattrat": 463, "removexattrat": 466,
+    "setxattrat": 463, "removexattrat": 466, "io_setup": 0, "io_destroy": 1, "io_submit": 2, "io_cancel": 3,
+    "io_getevents": 4, "io_pgetevents": 292, "prlimit64": 261, "sched_setparam": 118, "sched_setscheduler": 119,
+    "sched_setattr": 274, "sched_setaffinity": 122, "setpriority": 140, "ioprio_set": 30,
 }  # fmt: skip
 # In the tables above but newer than some kernel headers still in use (Linux 6.13): the header
 # test checks them only where the header has them.
@@ -94,9 +102,23 @@ SYSCALLS = {"x86_64": _X86_64, "aarch64": _AARCH64}
 
 # Syscalls whose first argument is a pid/tgid: allowed only when it is the session's own pid.
 SIGNAL_SYSCALLS = ("kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")
+# Syscalls that change a process's limits or scheduling, the process named by their first
+# argument (0: the caller): allowed on the caller only. The kernel lets a process change any
+# process of its uid this way; a session that shared a uid with another (or found one) could cap
+# its address space or starve it.
+SELF_SYSCALLS = ("prlimit64", "sched_setparam", "sched_setscheduler", "sched_setattr", "sched_setaffinity")
+# The same for calls that name their target as (which, who): allowed only for which = "a process"
+# (PRIO_PROCESS, IOPRIO_WHO_PROCESS) and who = the caller (0 or its own pid); a process group or a
+# whole uid is refused.
+WHICH_WHO_SYSCALLS = {"setpriority": 0, "ioprio_set": 1}
+_CHECKED = {*SIGNAL_SYSCALLS, *SELF_SYSCALLS, *WHICH_WHO_SYSCALLS, "clone", "clone3"}
 DENIED_SYSCALLS = tuple(
-    n for n in _X86_64 if n not in SIGNAL_SYSCALLS and n not in ("clone", "clone3")
+    n for n in _X86_64 if n not in _CHECKED
 )  # present in both tables except the legacy ones aarch64 lacks (fork, vfork, inotify_init, utime ...)
+# Queued signals and POSIX timers of a session's uid (RLIMIT_SIGPENDING): each timer pins a
+# preallocated signal queue entry in unreclaimable kernel memory, which RLIMIT_AS does not count.
+# The inherited default (~1/4 of the host's pages / 1k, ~96k) let one session pin ~36 MiB.
+SIGPENDING = 64
 
 CLONE_THREAD = 0x00010000
 PR_SET_PDEATHSIG = 1
@@ -116,7 +138,7 @@ _JEQ_K = 0x15
 _JGE_K = 0x35
 _JSET_K = 0x45
 _RET_K = 0x06
-_OFF_NR, _OFF_ARCH, _OFF_ARG0 = 0, 4, 16  # struct seccomp_data; args are u64, little-endian low word first
+_OFF_NR, _OFF_ARCH, _OFF_ARG0, _OFF_ARG1 = 0, 4, 16, 24  # struct seccomp_data; args are u64, low word first
 
 
 class ConfinementError(RuntimeError):
@@ -185,6 +207,7 @@ def apply_rlimits(*, memory_mb: int, cpu_s: int, file_size_mb: int, open_files: 
         (resource.RLIMIT_NOFILE, open_files, open_files),
         (resource.RLIMIT_CORE, 0, 0),
         (resource.RLIMIT_MSGQUEUE, 0, 0),
+        (resource.RLIMIT_SIGPENDING, SIGPENDING, SIGPENDING),
     ]
     if nproc is not None:  # meaningful only for a non-root uid of its own (see module docstring)
         limits.append((resource.RLIMIT_NPROC, nproc, nproc))
@@ -398,6 +421,15 @@ def seccomp_template(machine: str = MACHINE) -> SeccompTemplate:
         prog += [_ins(_JEQ_K, 0, 4, table[name]), _ins(_LD_W_ABS, 0, 0, _OFF_ARG0)]
         pid_offsets.append(8 * len(prog) + _K_OFFSET)
         prog += [_ins(_JEQ_K, 0, 1, 0), _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW), _ins(_RET_K, 0, 0, eperm)]
+    for name in SELF_SYSCALLS:  # limits and scheduling: of itself only (pid 0 or its own)
+        prog += [_ins(_JEQ_K, 0, 5, table[name]), _ins(_LD_W_ABS, 0, 0, _OFF_ARG0), _ins(_JEQ_K, 2, 0, 0)]
+        pid_offsets.append(8 * len(prog) + _K_OFFSET)
+        prog += [_ins(_JEQ_K, 1, 0, 0), _ins(_RET_K, 0, 0, eperm), _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
+    for name, which in WHICH_WHO_SYSCALLS.items():  # priorities: of itself only, never a group or a uid
+        prog += [_ins(_JEQ_K, 0, 7, table[name]), _ins(_LD_W_ABS, 0, 0, _OFF_ARG0), _ins(_JEQ_K, 0, 3, which)]
+        prog += [_ins(_LD_W_ABS, 0, 0, _OFF_ARG1), _ins(_JEQ_K, 2, 0, 0)]
+        pid_offsets.append(8 * len(prog) + _K_OFFSET)
+        prog += [_ins(_JEQ_K, 1, 0, 0), _ins(_RET_K, 0, 0, eperm), _ins(_RET_K, 0, 0, SECCOMP_RET_ALLOW)]
     for name in DENIED_SYSCALLS:
         if name in table:
             prog += [_ins(_JEQ_K, 0, 1, table[name]), _ins(_RET_K, 0, 0, eperm)]

@@ -1,7 +1,7 @@
 """The session process: one episode's tool state, forked from the worker, confined, then serving calls.
 
-Lifecycle (`run`): confine the process (see confine.py), execute the program's modules in fresh
-namespaces, report `ready` (with per-module load errors), then answer `call` frames until the
+Lifecycle (`run`): confine the process (see confine.py), receive the program from the pool and
+compile it (here, confined, never in the worker), execute its modules in fresh namespaces, report `ready` (with per-module load errors), then answer `call` frames until the
 pool closes the channel. Everything the tool code does happens in this process only; its failures
 come back as result frames with a stable `kind` (the values of protocol.ErrorKind).
 """
@@ -352,7 +352,7 @@ class Runtime:
         return {"ok": True, "out": clean(out)}
 
     def serve(self) -> None:
-        reader = wire.Reader(self.sock, max_frame=64 << 20)
+        reader = wire.Reader(self.sock, max_frame=wire.SESSION_MAX_FRAME)
         while True:
             try:
                 frame = reader.next()
@@ -402,14 +402,24 @@ def reroot_imports(dirs: list[str], fds: list[int]) -> None:
 
 
 def read_program(sock: socket.socket) -> tuple[dict, dict]:
-    """The program the worker hands over (worker.Compiled.blob): code objects and compile errors;
-    its sources go to linecache, for the lines of tracebacks. Read to its exact end: the pool's
-    requests follow on the same channel."""
+    """The program the pool hands over (`marshal` of its (name, source) pairs, written by the pool,
+    never by tool code), compiled here: code objects and compile errors. Compiling in the session,
+    confined, charges a huge or slow program to its own memory, CPU and load time, and keeps every
+    program out of the worker that later sessions are forked from. Sources go to linecache, for
+    the lines of tracebacks. Read to its exact end: the pool's requests follow on the channel."""
     header = _recv_exactly(sock, wire.HEADER.size)
     (size,) = wire.HEADER.unpack(header)
-    codes, errors, sources = marshal.loads(_recv_exactly(sock, size))
-    for name, source in sources.items():
+    if size > wire.SESSION_MAX_FRAME:
+        raise ConnectionError(f"a program frame of {size:,} bytes, more than {wire.SESSION_MAX_FRAME:,}")
+    modules = marshal.loads(_recv_exactly(sock, size))
+    codes, errors = {}, {}
+    for name, source in modules:
         filename = f"<tool {name}>"
+        try:
+            codes[name] = compile(source, filename, "exec", dont_inherit=True)
+        except Exception as exc:  # noqa: BLE001 - SyntaxError, null bytes, nesting too deep, MemoryError ...
+            errors[name] = f"module {name!r} failed to load: {describe_exception(exc, {filename})}"
+            continue
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     return codes, errors
 
@@ -493,7 +503,7 @@ def run(
         tempfile.tempdir = workdir
         for name in own_modules:
             sys.modules.pop(name, None)  # our own package must not shadow a program module named "inside"
-        codes, compile_errors = read_program(sock)  # a spare waits here for its session
+        codes, compile_errors = read_program(sock)  # a spare waits here for its session, then compiles
         rt = Runtime(sock, codes, compile_errors, max_output)
         t0 = time.perf_counter()
         rt.load()

@@ -15,6 +15,9 @@ from collections import deque
 
 HEADER = struct.Struct("!I")
 EXIT_CHANNEL_LOST = 75  # a session process's exit status when its channel to the pool broke
+# The largest frame a session reads (a call's request, its program): larger ones break its
+# channel. The pool refuses a call whose request would exceed it before sending anything.
+SESSION_MAX_FRAME = 64 << 20
 MAX_FDS_PER_READ = 8
 
 # Bound here, at import time (before any tool code runs), so a tool that monkeypatches

@@ -1,8 +1,17 @@
-"""The warm worker ("zygote"): imports once, compiles each program once, forks one process per session.
+"""The warm worker ("zygote"): imports once, forks one process per session, never holds a program.
 
 Started by the pool (inside bubblewrap, or as a plain process) with one end of a unix socket
 as its control channel. It runs only trusted code: tool code runs in the forked session
 processes, after they confined themselves (session.py).
+
+Pristine. Every session process is a copy of the worker's memory, so the worker keeps nothing a
+session should not see: no program passes through it (the pool sends each program straight to
+its session process, which compiles it confined, charged to its own limits), and it knows its
+sessions only by the pool's opaque keys. A child forgets its siblings right after the fork.
+
+Uids. Each session process gets a uid no live process of the worker holds (`Uids`): a uid comes
+back only once the process that held it was reaped, so two sessions never share the per-uid
+limits (threads, queued signals) nor the kernel's same-uid permissions.
 
 Spares. A session process is forked and confines itself before its program is known: the
 worker keeps `spares` of them waiting (forked while no request is pending), so opening a
@@ -13,24 +22,23 @@ work dir and channel: a spare is what a session process was before it got its pr
 
 Control frames:
 
-    pool -> worker  {"op": "open", "sid", "digest", "modules": [[name, source], ...]}
+    pool -> worker  {"op": "open", "sid"}   (sid: the pool's opaque key of this start of a session)
     worker -> pool  {"op": "hello", "landlock", "uid_drop", "private_tmp", "machine"} + a pidfd of the worker
                     {"op": "fatal", "error"}   (it cannot start, e.g. a module of `preload` failed; then exits)
                     {"op": "opened", "sid"} + a pidfd of the session process + the pool's end of its channel
                     {"op": "open_failed", "sid", "error"}
                     {"op": "exit", "sid", "status"}   (raw wait status, once it was reaped)
 
-worker -> session, once, on the session's channel: a frame holding `marshal` of the program's
-code objects, compile errors and sources (the worker compiled them; the session only loads them).
+The worker writes nothing on a session's channel: the pool sends the program on it (session.py).
 The worker exits when the control channel closes; its session processes die with it (parent-
 death signal, and the pid namespace under bubblewrap).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 import json
-import marshal
 import os
 import secrets
 import selectors
@@ -38,7 +46,7 @@ import shutil
 import signal
 import socket
 import sys
-from collections import OrderedDict, deque
+from collections import deque
 from dataclasses import dataclass
 
 from . import confine, session, wire
@@ -53,16 +61,7 @@ PRELOAD = (
     "ipaddress", "hmac", "secrets", "locale", "html", "zlib", "array", "glob", "fnmatch", "shlex",
 )  # fmt: skip
 
-COMPILE_CACHE_SIZE = 256
 SESSION_SOCKET_BUFFER = 1 << 20  # a program (sent once) up to this size does not wait for the session to read it
-
-
-@dataclass
-class Compiled:
-    """One program as the worker compiled it, and the blob a session process loads it from."""
-
-    errors: dict[str, str]  # module name -> compile error
-    blob: bytes  # marshal of (codes, errors, sources): trusted, the worker made it
 
 
 @dataclass(eq=False)
@@ -72,7 +71,46 @@ class Child:
     pid: int
     sock: socket.socket | None  # the worker's end of the session channel, until the hand-off
     workdir: str
+    uid: int | None
     sid: str | None = None
+
+
+class Uids:
+    """The uids a worker gives its session processes, from its block [start, start + count).
+
+    A uid is handed out only while no live process of this worker holds it: `take` draws one
+    never used yet, or else the one returned longest ago; `give_back` returns it once its process
+    was reaped (a reaped process has no threads left, so nothing runs under the uid any more).
+    Handing out `start + n % count` instead gave a live session's uid to a new one after `count`
+    starts (a few minutes of a busy trainer): they then shared the per-uid limits (the first could
+    no longer start a thread) and the kernel let one change the other's rlimits and scheduling."""
+
+    def __init__(self, start: int, count: int):
+        self.start, self.count = start, count
+        self.fresh = 0  # uids start .. start + fresh - 1 were handed out at least once
+        self.returned: deque[int] = deque()  # free again, oldest first
+        self.held: set[int] = set()
+
+    def take(self) -> int:
+        """A uid no live process holds; OSError(EAGAIN) when all `count` are held."""
+        if self.fresh < self.count:
+            uid = self.start + self.fresh
+            self.fresh += 1
+        elif self.returned:
+            uid = self.returned.popleft()
+        else:
+            raise OSError(
+                errno.EAGAIN,
+                f"all {self.count} session uids of this worker are held by live processes; "
+                "lower astra.sandbox.max_sessions or wait for sessions to close",
+            )
+        self.held.add(uid)
+        return uid
+
+    def give_back(self, uid: int) -> None:
+        """`uid`'s process was reaped (or never started): it may be handed out again."""
+        self.held.remove(uid)  # KeyError for a uid not held: a bookkeeping error must not pass silently
+        self.returned.append(uid)
 
 
 class WorkDirs:
@@ -136,10 +174,8 @@ class Worker:
         self.children: dict[int, Child] = {}
         self.spares: deque[Child] = deque()
         self.spare_target = cfg["spares"]
-        self.cache: OrderedDict[str, Compiled] = OrderedDict()
         self.uid_drop = os.geteuid() == 0
-        self.uid_start, self.uid_count = cfg["uids"]
-        self.uid_next = 0
+        self.uids = Uids(*cfg["uids"])
         self.wake_r, self.wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         stdlib = [p for p in sys.path if p and os.path.isdir(p) and p != cfg["pkg_root"]]
         self.stdlib_fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in stdlib]
@@ -172,43 +208,23 @@ class Worker:
         # their own) and a session's path named another worker's session too.
         self.dirs = WorkDirs(cfg["work_root"], f"s{secrets.token_hex(4)}-", recycle=self.private_tmp)
 
-    def compiled(self, digest: str, modules: list) -> Compiled:
-        hit = self.cache.get(digest)
-        if hit is not None:
-            self.cache.move_to_end(digest)
-            return hit
-        codes, errors, sources = {}, {}, {}
-        for name, source in modules:
-            filename = f"<tool {name}>"
-            try:
-                codes[name] = compile(source, filename, "exec", dont_inherit=True)
-            except Exception as exc:  # noqa: BLE001 - SyntaxError, null bytes, nesting too deep ...
-                errors[name] = f"module {name!r} failed to load: {session.describe_exception(exc, {filename})}"
-                continue
-            sources[name] = source
-        entry = self.cache[digest] = Compiled(errors, marshal.dumps((codes, errors, sources)))
-        if len(self.cache) > COMPILE_CACHE_SIZE:
-            self.cache.popitem(last=False)
-        return entry
-
     # ------------------------------------------------------------------ session processes
-    def _uid(self) -> int | None:
-        if not self.uid_drop:
-            return None
-        self.uid_next += 1
-        return self.uid_start + self.uid_next % self.uid_count
-
     def spawn(self) -> Child:
         """Fork a session process that confines itself and then waits for its program (a spare).
         Raises OSError when no process can be started."""
-        uid = self._uid()
-        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        uid = self.uids.take() if self.uid_drop else None
+        try:
+            mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError:
+            self._free_uid(uid)
+            raise
         try:
             mine.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SESSION_SOCKET_BUFFER)
             workdir = self.dirs.take(uid)
         except OSError:
             mine.close()
             theirs.close()
+            self._free_uid(uid)
             raise
         try:
             pid = os.fork()
@@ -216,8 +232,10 @@ class Worker:
             mine.close()
             theirs.close()
             self.dirs.discard(workdir)
+            self._free_uid(uid)
             raise
         if pid == 0:
+            self._forget_siblings()
             session.run(
                 theirs.detach(),
                 zygote_pid=self.pid,
@@ -233,18 +251,32 @@ class Worker:
                 own_modules=self.own_modules,
             )
         theirs.close()
-        child = self.children[pid] = Child(pid, mine, workdir)
+        child = self.children[pid] = Child(pid, mine, workdir, uid)
         return child
 
+    def _free_uid(self, uid: int | None) -> None:
+        if uid is not None:
+            self.uids.give_back(uid)
+
+    def _forget_siblings(self) -> None:
+        """In a new session process, before anything else: drop the worker's records of its other
+        session processes (their pids, keys, work dirs and channels), which tool code could
+        otherwise reach through the worker object (a frame's f_back, gc.get_objects())."""
+        for child in self.spares:
+            if child.sock is not None:
+                child.sock.close()
+        self.children.clear()
+        self.spares.clear()
+        self.dirs.free.clear()
+        self.dirs.trash.clear()
+
     def open(self, msg: dict, fds: list[int]) -> None:
-        """Hand the program to a spare session process (or to one forked now) and give its channel
-        and a pidfd of it to the pool."""
+        """Give the pool the channel and a pidfd of a spare session process (or of one forked
+        now); the pool sends the program on that channel itself."""
         sid = msg["sid"]
         for fd in fds:
             os.close(fd)
-        compiled = self.compiled(msg["digest"], msg["modules"])
-        frame = wire.frame(compiled.blob)
-        child = self._spare_with(frame)
+        child = self._live_spare()
         if child is None:
             try:
                 child = self.spawn()
@@ -253,10 +285,6 @@ class Worker:
                     self.ctl, {"op": "open_failed", "sid": sid, "error": f"could not start a session process: {exc}"}
                 )
                 return
-            try:
-                child.sock.sendall(frame)
-            except OSError:
-                pass  # it died already: the pool reads what it left (a fatal frame) and its exit status
         child.sid = sid
         pidfd = os.pidfd_open(child.pid)
         try:
@@ -266,15 +294,18 @@ class Worker:
             child.sock.close()
             child.sock = None
 
-    def _spare_with(self, frame: bytes) -> Child | None:
-        """A spare that accepted the program frame; spares found dead are dropped."""
+    def _live_spare(self) -> Child | None:
+        """A spare that is still running; spares found dead are dropped (killed from outside while
+        waiting: their exits are reaped as spares')."""
         while self.spares:
             child = self.spares.popleft()
-            try:
-                child.sock.sendall(frame)
+            try:  # WNOWAIT: only a look; reap() collects the status
+                dead = os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+            except ChildProcessError:
+                dead = True
+            if not dead:
                 return child
-            except OSError:  # it died while waiting (killed from outside): its exit is reaped as a spare's
-                self._discard(child)
+            self._discard(child)
         return None
 
     def _discard(self, child: Child) -> None:
@@ -304,6 +335,7 @@ class Worker:
             child = self.children.pop(pid, None)
             if child is None:
                 continue
+            self._free_uid(child.uid)
             self.dirs.release(child.workdir)
             if child.sid is None:  # a spare that died before any hand-off: nobody waits for it
                 if child in self.spares:

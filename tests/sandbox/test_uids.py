@@ -1,0 +1,86 @@
+"""Session uids (issue 47, 3): a uid is handed out only while no live process of the worker holds
+it. Before, a worker handed out `start + n % count`: after a block's worth of starts a new
+session got the uid of a live one, shared its per-uid limits and could change its rlimits."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from astra_foundation.sandbox import Module, Program, SandboxPool
+from astra_foundation.sandbox.inside.worker import Uids
+
+COUNTER = """
+import os
+_calls = [0]
+def f(**_):
+    _calls[0] += 1
+    return {"calls": _calls[0], "uid": os.getuid(), "pid": os.getpid()}
+def grow(mb):
+    return len(bytearray(mb << 20))
+"""
+
+
+def test_uids_are_never_handed_out_while_held():
+    """The allocation alone, over many times the block (a worker's 4096 starts are a few minutes of
+    a busy trainer): a uid held by a live process is never handed out, and one given back is
+    reused last."""
+    uids = Uids(1000, 8)
+    held = [uids.take() for _ in range(3)]  # long-lived sessions
+    live: list[int] = []
+    for n in range(5000):
+        uid = uids.take()
+        assert uid not in held and uid not in live, (n, uid)
+        assert 1000 <= uid < 1008
+        live.append(uid)
+        if len(live) > 3:  # short sessions end (reaped) while others run
+            uids.give_back(live.pop(0))
+    with pytest.raises(OSError, match="held by live processes"):
+        for _ in range(8):
+            uids.take()
+    with pytest.raises(KeyError):
+        uids.give_back(999)  # never handed out: a bookkeeping error is loud
+
+
+PRLIMIT = (
+    """
+import ctypes, os, resource
+_libc = ctypes.CDLL(None, use_errno=True)
+_NR = {"x86_64": 302, "aarch64": 261}[os.uname().machine]
+def cap(pid):
+    limit = (ctypes.c_uint64 * 2)(32 << 20, 32 << 20)
+    ret = _libc.syscall(_NR, pid, resource.RLIMIT_AS, limit, None)
+    return [ret, ctypes.get_errno()]
+"""
+    + COUNTER
+)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.skipif(os.geteuid() != 0, reason="sessions get uids of their own only when the pool runs as root")
+async def test_a_new_session_never_gets_a_live_sessions_uid(fresh_config, backend):
+    """Real forks: a worker's uid block made small, so that handing out uids in turn wraps within
+    the test. Before, a session got the uid of a live one after a block's worth of starts, found its
+    pid and capped its address space (prlimit64 on a same-uid process)."""
+    pool = SandboxPool(fresh_config(backend, workers=1))
+    pool._uid_block_size = 16  # the uid block its worker starts with (the real one is >= 4096)
+    async with pool:
+        victim = await pool.open_session(Program((Module("m", PRLIMIT),)))
+        v = json.loads((await pool.call(victim, "m", "f", {})).output)
+        shared, capped = [], []
+        for _ in range(3 * 16):
+            s = await pool.open_session(Program((Module("m", PRLIMIT),)))
+            me = json.loads((await pool.call(s, "m", "f", {})).output)
+            if me["uid"] == v["uid"]:
+                shared.append(me["pid"])
+                r = await pool.call(s, "m", "cap", {"pid": v["pid"]})
+                if json.loads(r.output)[0] == 0:
+                    capped.append(me["pid"])
+            await pool.close_session(s)
+        grown = await pool.call(victim, "m", "grow", {"mb": 64})
+        assert not shared and not capped, (shared, capped)
+        assert grown.ok and grown.output == str(64 << 20), grown
+        await pool.close_session(victim)
