@@ -34,8 +34,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from astra_foundation.strict import StrictModel
-from astra_verl.calls.call_log import CallRecord, EpisodeLog
-from env_registry.episode_driver import HookAction
+from astra_verl.calls.call_log import EpisodeLog
+from env_registry.episode_driver import HookAction, SilentHook
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
 
@@ -62,8 +62,9 @@ class EpisodeView(Protocol):
         ...
 
 
-class EnvironmentHook:
-    """Base hook: single user turn, nothing injected (every callback is a no-op)."""
+class EnvironmentHook(SilentHook):
+    """Base hook: single user turn, nothing injected (every callback is `SilentHook`'s no-op;
+    the module docstring says what each may return)."""
 
     name: ClassVar[str] = ""
 
@@ -72,21 +73,6 @@ class EnvironmentHook:
 
     def tool_pool(self) -> list[ToolRef]:
         return []
-
-    async def on_start(self, view: EpisodeView) -> HookAction | None:
-        return None
-
-    async def on_tool_result(self, view: EpisodeView, record: CallRecord) -> HookAction | None:
-        return None
-
-    async def on_tool_round_end(self, view: EpisodeView, records: list[CallRecord]) -> HookAction | None:
-        return None
-
-    async def on_assistant_end(self, view: EpisodeView, content: str) -> HookAction | None:
-        return None
-
-    async def on_end(self, view: EpisodeView) -> dict[str, Any]:
-        return {}
 
 
 HookFactory = Callable[[dict[str, Any]], EnvironmentHook]
