@@ -37,8 +37,10 @@ __all__ = [
     "EXIT_USAGE",
     "UsageError",
     "UserError",
+    "add_output_file",
     "add_quiet",
     "describe_os_error",
+    "refuse_renamed",
     "run_async",
     "run_cli",
 ]
@@ -56,6 +58,33 @@ class UsageError(UserError):
 def add_quiet(parser: argparse.ArgumentParser, **kwargs) -> None:
     """`-q/--quiet`: no progress bars (results and errors are still printed)."""
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars", **kwargs)
+
+
+class _Renamed(argparse.Action):
+    """An old flag name: parsing it is a usage error naming the new one (never a silent alias, and
+    declared so that argparse's prefix matching cannot read it as a longer flag)."""
+
+    def __init__(self, option_strings, dest, *, new: str, why: str, **kwargs):
+        self.new, self.why = new, why
+        super().__init__(option_strings, dest, nargs="?", default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string} is now {self.new}: {self.why}")
+
+
+def refuse_renamed(parser: argparse.ArgumentParser, old: str, new: str, why: str) -> None:
+    """`old` (hidden from --help) makes the parser exit 2 with `old is now new: why`."""
+    parser.add_argument(old, dest=f"_renamed_{old.lstrip('-').replace('-', '_')}", action=_Renamed, new=new, why=why)
+
+
+def add_output_file(parser: argparse.ArgumentParser, what: str, *, required: bool = True) -> None:
+    """`--output-file FILE` (`args.output_file`, a Path; None when optional and not given) for a
+    command whose result is one file: `--out` names a folder in every command line (docs/cli.md),
+    so here it is refused."""
+    from pathlib import Path  # only here: the rest of the module needs no paths
+
+    parser.add_argument("--output-file", required=required, type=Path, metavar="FILE", help=what)
+    refuse_renamed(parser, "--out", "--output-file FILE", "--out names an output folder; this command writes one file")
 
 
 _OS_FIXES = {

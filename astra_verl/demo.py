@@ -262,7 +262,11 @@ def main(argv: list[str] | None = None) -> dict:
                  "--seed", str(args.seed)), out).strip())  # fmt: skip
     rl = out / "rl" / f"mix_{args.mixing}"
     sft_data = out / "sft.parquet"
-    print(run(py("-m", "env_registry", "-q", "export-sft", str(rl / "train.parquet"), "--out", str(sft_data)), out))
+    print(
+        run(
+            py("-m", "env_registry", "-q", "export-sft", str(rl / "train.parquet"), "--output-file", str(sft_data)), out
+        )
+    )
     check_budget(sft_data, model)
     timed("export", t0)
 

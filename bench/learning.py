@@ -197,7 +197,7 @@ def build_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
     rl = train / "rl" / f"mix_{tier.sft_mixing}" / "train.parquet"
     if not rl.exists():
         export_split(tier, train / "store", train / "rl", tier.sft_mixing, tokenizer, root)
-    run(py("-m", "env_registry", "-q", "export-sft", str(rl), "--out", str(path),
+    run(py("-m", "env_registry", "-q", "export-sft", str(rl), "--output-file", str(path),
            "--recovery-share", str(tier.recovery_share), "--no-tool-share", str(tier.no_tool_share)), root)  # fmt: skip
     return path
 

@@ -24,7 +24,7 @@ Families: the procedural generator, per scenario type; ASTRA pipeline records im
 JSONL (`--pipeline`, default the importer tests' fixtures written in ASTRA's format); and any
 store's environments by generator (`--store`), e.g. synthesized ones:
 
-    python -m data_synth env run --out runs/dry --mode domain --sample --allow-scripted \
+    python -m data_synth env run --out runs/dry --mode domain --bundled-input --allow-scripted \
         --responder data_synth.env.canned:respond
     python bench/recovery.py --n 300 --store runs/dry/envs
 """

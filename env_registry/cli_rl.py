@@ -1,7 +1,7 @@
 """The ASTRA-RL-1k subcommands of `python -m env_registry` and import-astra's recovery step.
 
-    python -m env_registry --store envs export-astra-rl --out rows.jsonl
-    python -m env_registry recover-calls rl_rows.jsonl --out recovered.jsonl
+    python -m env_registry --store envs export-astra-rl --output-file rows.jsonl
+    python -m env_registry recover-calls rl_rows.jsonl --output-file recovered.jsonl
     python -m env_registry --store envs import-astra rl_rows.jsonl [--reward-rule plain]
 
 `recover-calls` runs golden-call recovery (`env_registry.recovery`) on RL-1k rows and writes,
@@ -130,8 +130,10 @@ def cmd_export_astra_rl(args: argparse.Namespace, store: Any) -> int:
     envs = (e for e in store if not domains or e.domain in domains)
     if args.limit:
         envs = (e for _, e in zip(range(args.limit), envs, strict=False))
-    n = write_rl_rows(envs, args.out, None if args.no_system_prompt else DEFAULT_SYSTEM_PROMPT)
-    print(f"wrote {n} ASTRA-RL-1k rows (golden calls, sub-question texts and final answers stripped) to {args.out}")
+    n = write_rl_rows(envs, args.output_file, None if args.no_system_prompt else DEFAULT_SYSTEM_PROMPT)
+    print(
+        f"wrote {n} ASTRA-RL-1k rows (golden calls, sub-question texts and final answers stripped) to {args.output_file}"
+    )
     return 0
 
 
@@ -158,7 +160,7 @@ def cmd_recover_calls(args: argparse.Namespace) -> int:
         recover_rows([c.rl_row for _, c in sound], budget_of(args), args.concurrency, proposer_config(args))
     )
     answers = recovered = complete = 0
-    with open(args.out, "w", encoding="utf-8") as f:
+    with open(args.output_file, "w", encoding="utf-8") as f:
         for (row, c), rec in zip(sound, results, strict=True):
             total = sum(len(a) for a in c.rl_row.targets.values())
             answers, recovered, complete = answers + total, recovered + len(rec.recovered), complete + rec.complete
@@ -170,6 +172,6 @@ def cmd_recover_calls(args: argparse.Namespace) -> int:
     skipped = len(rows) - len(sound)
     print(
         f"\n{len(sound)} sound ASTRA-RL-1k rows ({skipped} other records or defective rows skipped: import-astra "
-        f"lists their reasons): {complete} fully recovered, {recovered}/{answers} answers; details in {args.out}"
+        f"lists their reasons): {complete} fully recovered, {recovered}/{answers} answers; details in {args.output_file}"
     )
     return 0 if complete == len(sound) else 1

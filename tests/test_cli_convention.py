@@ -1,7 +1,10 @@
 """The command-line convention (docs/cli.md), checked on every command line's `--help`: an endpoint
 is `--base-url/--model` (a second one `--<name>-base-url/--<name>-model`), declared by
-`add_llm_arguments`; no `--run-dir`, `--override` or `--llm-*` spelling is left; and a `UserError`
-raised inside a command is one line on stderr and exit status 2."""
+`add_llm_arguments`; each concept has one flag and each flag one meaning (`--out` a folder,
+`--output-file` a file, `--timeout` an endpoint's, `--call-timeout` the sandbox's, `--model-path` a
+checkpoint, `--force` "go on", `--sample N` a seeded draw, `--set` wherever `--config` is); an old
+spelling is refused naming the new one; and a `UserError` raised inside a command is one line on
+stderr and exit status 2."""
 
 from __future__ import annotations
 
@@ -64,7 +67,7 @@ ENDPOINT = {
 }
 SECOND = {("data_synth", "traj", "run"): ("agent", "judge"), ("astra_verl.eval", "tau"): ("user",)}
 SECOND |= {("data_synth", "traj", "judge"): ("judge",), ("astra_verl.eval", "tau-export"): ("user",)}
-OLD = ("--run-dir", "--override", "--llm-")
+OLD = ("--run-dir", "--override", "--llm-", "--sandbox-call-timeout", "--model-dir", "--write ")
 KNOB_HELP = "OpenAI-compatible base URL(s)"  # add_llm_arguments' words: the flag was not declared by hand
 
 
@@ -97,6 +100,85 @@ def test_every_command_line_spells_the_endpoint_output_and_overrides_one_way(cap
             )
         for name in SECOND.get(argv, ()):
             assert f"--{name}-base-url" in text and f"--{name}-model" in text, f"{where}: --{name}-base-url"
+
+
+def _entries(text: str) -> dict[str, list[tuple[str, str]]]:
+    """Each option of a `--help` -> [(its help group's title, its metavar and help text)]."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    group, flag = "", None
+    for line in text.splitlines():
+        if re.match(r"^\S.*:$", line):
+            group, flag = line[:-1], None
+            continue
+        m = re.match(r"^  (?:-\w, )?(--[a-z][\w-]*)(.*)$", line)
+        if m:
+            flag = m.group(1)
+            out.setdefault(flag, []).append((group, m.group(2).strip()))
+        elif flag and line.startswith("      "):
+            g, said = out[flag][-1]
+            out[flag][-1] = (g, f"{said} {line.strip()}")
+        else:
+            flag = None
+    return out
+
+
+# flag -> what every declaration of it must say (its metavar and help, lower-cased; one of these)
+MEANING = {
+    "--out": ("folder",),  # a command whose result is one file takes --output-file
+    "--output-file": ("file",),
+    "--call-timeout": ("seconds per tool call", "seconds per checker run"),  # the sandbox's limit per call
+    "--force": ("continue a run directory made with other settings",),  # not "rebuild": --rebuild
+    "--model-path": ("checkpoint",),
+}
+
+
+def test_each_concept_has_one_flag_and_each_flag_one_meaning(capsys):
+    helps = _every_command(capsys)
+    for argv, text in helps.items():
+        where = " ".join(argv)
+        entries = _entries(text)
+        for flag, must in MEANING.items():
+            for _group, said in entries.get(flag, []):
+                assert any(m in said.lower() for m in must), f"{where}: {flag} says {said!r}, not {must}"
+        for group, said in entries.get("--timeout", []):  # the endpoint's; another endpoint's is --<name>-timeout
+            assert group.startswith("endpoint (") and "seconds per request" in said, f"{where}: --timeout {said!r}"
+        for _group, said in entries.get("--sample", []):  # a seeded draw of N (a flag that takes a number)
+            assert said.startswith(("N", "SAMPLE")), f"{where}: --sample takes N, here {said!r}"
+        if "--config" in entries:  # a settings file comes with its one-setting override
+            assert "--set" in entries, f"{where} takes --config but no --set SECTION.KEY=VALUE"
+
+
+# (command line, an old spelling, its new one): parsing the old one is a usage error naming the new
+RENAMED = [
+    (["env_registry", "export-astra-rl", "--out", "x.jsonl"], "--out", "--output-file"),
+    (["env_registry", "recover-calls", "f.jsonl", "--out", "x.jsonl"], "--out", "--output-file"),
+    (["env_registry", "export-sft", "rl.parquet", "--out", "x.parquet"], "--out", "--output-file"),
+    (["data_synth", "traj", "import-astra", "f.json", "--out", "x.parquet"], "--out", "--output-file"),
+    (["astra_verl.eval", "bfcl-score", "r.jsonl", "--write", "x.jsonl"], "--write", "--output-file"),
+    (["data_synth", "env", "run", "--out", "d", "--sandbox-call-timeout", "3"], "--sandbox-call-timeout", "--call-timeout"),
+    (["data_synth", "env", "decompose", "--out", "d", "--mode", "domain", "--sample"], "--sample", "--bundled-input"),
+    (["astra_verl.eval", "bfcl-replay", "--model-dir", "m"], "--model-dir", "--model-path"),
+    (["astra_verl.models", "smollm2", "out", "--force"], "--force", "--rebuild"),
+    (["astra_verl.eval", "tau-export", "--domain", "retail", "--split", "test", "--out", "d", "--timeout", "5"], "--timeout", "--user-timeout"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "old", "new"), RENAMED, ids=[f"{a[0]} {a[1]} {o}" for a, o, _ in RENAMED])
+def test_an_old_flag_name_is_refused_naming_the_new_one(argv, old, new, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        _main(argv[0])(argv[1:])
+    assert exit_.value.code == EXIT_USAGE
+    assert f"{old} is now {new}" in capsys.readouterr().err
+
+
+def test_data_synth_env_takes_set_after_config(tmp_path):
+    from data_synth.env.cli import build_parser, load_settings
+
+    config = tmp_path / "env.yaml"
+    config.write_text("verify: {percentile: 50}\nsandbox: {call_timeout_s: 2}\n")
+    argv = ["run", "--out", str(tmp_path / "r"), "--config", str(config), "--set", "verify.percentile=0"]
+    cfg = load_settings(build_parser().parse_args([*argv, "--set", "tools.inner_retries=2", "--call-timeout", "7"]))
+    assert (cfg.verify.percentile, cfg.tools.inner_retries, cfg.sandbox.call_timeout_s) == (0, 2, 7.0)
 
 
 def test_the_endpoint_flags_are_declared_once(capsys):

@@ -173,7 +173,7 @@ def run_replay(
         run_async(_chat_replay(data, plans, sandbox, finish))
     elif via == "agent-loop":
         if not model_dir:
-            raise ValueError("--via agent-loop needs --model-dir (a tokenizer + model directory)")
+            raise ValueError("--via agent-loop needs --model-path (a tokenizer + model directory)")
         # Lazy: verl is heavy and importing it loads our plugin; only --via agent-loop needs it.
         from verl.utils.ray_utils import get_event_loop
 

@@ -14,7 +14,7 @@
     # re-score a results file offline (BFCL's checker, in the sandbox)
     python -m astra_verl.eval bfcl-score runs/bfcl/<model>/results.jsonl
     # faithfulness: replay BFCL's ground truth through the adapter (and a broken variant)
-    python -m astra_verl.eval bfcl-replay [--wrong] [--via agent-loop --model-dir DIR]
+    python -m astra_verl.eval bfcl-replay [--wrong] [--via agent-loop --model-path DIR]
 
 `envs` prints F1 (± standard error), solved rate, turns, calls, invalid and distractor rates, by
 domain, scenario type and hop count, and draws them (`<out>/envs.png`). The BFCL commands print
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from astra_foundation.clikit import UsageError, add_quiet, run_async, run_cli
+from astra_foundation.clikit import UsageError, add_output_file, add_quiet, refuse_renamed, run_async, run_cli
 from astra_foundation.llm.config import ENDPOINT, SERVED, add_llm_arguments
 from astra_verl.eval import bfcl_single_cli, tau_cli  # light: their heavy imports are inside the commands
 
@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     score = sub.add_parser("bfcl-score", help="re-score a results file offline and print the table")
     score.add_argument("results", help="results.jsonl of a `bfcl` or `bfcl-replay` run")
     score.add_argument("--store", default=None, help="environment store (default: <results dir>/store)")
-    score.add_argument("--write", default=None, help="write the re-scored records to this file")
+    add_output_file(score, "also write the re-scored records to this file", required=False)
+    refuse_renamed(score, "--write", "--output-file FILE", "one name for a command's output file")
     add_quiet(score)
     _sandbox(score)
 
@@ -166,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="chat",
         help="drive episodes through the chat runner (the CLI's path, default) or astra_tool_agent",
     )
-    replay.add_argument("--model-dir", default=None, help="--via agent-loop: tokenizer/model dir for the loop")
+    replay.add_argument(
+        "--model-path", default=None, help="--via agent-loop: a Hugging Face checkpoint folder (tokenizer and model)"
+    )
+    refuse_renamed(replay, "--model-dir", "--model-path", "one name for a local checkpoint in every command")
     replay.add_argument(
         "--set",
         action="append",
@@ -330,8 +334,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     run_async(main())
     models = sorted({r.get("model", "?") for r in scored})
     print(f"re-scored {len(scored)} episodes; {changed} verdicts changed", file=sys.stderr)
-    if args.write:
-        out = ResultsFile(args.write)
+    if args.output_file:
+        out = ResultsFile(args.output_file)
         for record in results.records.values():
             out.append(record)
     _report(results, [c for c in CATEGORIES if any(r["category"] == c for r in scored)], ",".join(models))
@@ -344,6 +348,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     from astra_verl.eval import bfcl_replay
 
+    if args.via == "agent-loop" and not args.model_path:
+        raise UsageError("bfcl-replay --via agent-loop needs --model-path DIR (a tokenizer + model directory)")
     out = Path(args.out) / ("wrong" if args.wrong else "ground_truth") / args.via.replace("-", "_")
     summary = bfcl_replay.run_replay(
         out,
@@ -352,7 +358,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         limit=args.limit,
         wrong=args.wrong,
         via=args.via,
-        model_dir=args.model_dir,
+        model_dir=args.model_path,
         overrides=args.set,
         concurrency=args.concurrency,
         sandbox=sandbox_config(args, args.concurrency),

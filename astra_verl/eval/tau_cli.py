@@ -7,17 +7,18 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from astra_foundation.clikit import add_quiet
+from astra_foundation.clikit import add_quiet, refuse_renamed
 from astra_foundation.llm.config import add_llm_arguments
 
 
 def _user_endpoint(p: argparse.ArgumentParser) -> None:
-    """τ-bench's simulated user: the second endpoint, `--user-base-url/--user-model` (required: llm)."""
+    """τ-bench's simulated user: the second endpoint, `--user-base-url/--user-model` (required: llm)
+    and its `--user-timeout`."""
     add_llm_arguments(
         p,
         "user",
         "the simulated user's model (required with --user llm)",
-        only=("base-url", "model"),
+        only=("base-url", "model", "timeout"),
         defaults={"base_url": "", "model": ""},
         from_env=False,
     )
@@ -37,7 +38,7 @@ def add_parser(sub: Any) -> None:
         help="evaluate a checkpoint or an endpoint on τ-bench (pass^1, pass^k with --n)",
         description="Run τ-bench's tasks of one domain and split through astra_tool_agent with τ-bench's "
         "simulated user and score them with τ-bench's reward (docs/tau-bench.md). Resumable. --timeout "
-        "applies to the policy's endpoint and to the user's.",
+        "applies to the policy's endpoint, --user-timeout to the user's.",
     )
     p.add_argument("--domain", required=True, choices=["retail", "airline"])
     p.add_argument("--split", default="test", help="retail: train, dev, test; airline: test (default test)")
@@ -77,13 +78,8 @@ def add_export_parser(sub: Any) -> None:
     p.add_argument("--user", default="llm", choices=["llm", "scripted"], help="the simulated user (default llm)")
     _user_endpoint(p)
     p.add_argument("--limit", type=int, default=None, help="only the first N tasks")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=120.0,
-        metavar="S",
-        help="seconds per request to the user's endpoint (default 120)",
-    )
+    # the rows hold no policy endpoint: `--timeout` would be the endpoint's (docs/cli.md)
+    refuse_renamed(p, "--timeout", "--user-timeout", "the rows hold only the simulated user's endpoint")
 
 
 def add_report_parser(sub: Any) -> None:

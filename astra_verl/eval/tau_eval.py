@@ -64,7 +64,8 @@ class TauEvalConfig(StrictModel):
     user_base_url: str = ""
     user_model: str = ""
     user_max_tokens: int | None = Field(default=None, ge=1)  # per user turn (None: the client's default)
-    timeout_s: float = Field(default=120.0, gt=0)  # per request, to the policy's and the user's endpoints
+    timeout_s: float = Field(default=120.0, gt=0)  # per request to the policy's endpoint (--timeout)
+    user_timeout_s: float = Field(default=120.0, gt=0)  # per request to the user's endpoint (--user-timeout)
     recipe: str = "astra_cpu"
     overrides: list[str] = Field(default_factory=list)
     temperature: float | None = Field(default=None, ge=0)
@@ -112,7 +113,7 @@ def rows_path(cfg: TauEvalConfig, *, build: bool = True) -> Path:
             base_url=cfg.user_base_url,
             model=cfg.user_model,
             max_tokens=cfg.user_max_tokens,
-            timeout_s=cfg.timeout_s,
+            timeout_s=cfg.user_timeout_s,
         )
         count = len(tau.load_tasks(cfg.domain, cfg.split))
         indices = range(min(count, cfg.limit or count))
@@ -232,6 +233,7 @@ def cmd_tau(args: argparse.Namespace) -> int:
             user_model=args.user_model,
             user_max_tokens=args.user_max_tokens,
             timeout_s=args.timeout,
+            user_timeout_s=args.user_timeout,
             recipe=args.recipe,
             overrides=args.override,
             temperature=args.temperature,
@@ -283,7 +285,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             base_url=args.user_base_url,
             model=args.user_model,
             max_tokens=args.user_max_tokens,
-            timeout_s=args.timeout,
+            timeout_s=args.user_timeout,
         )
         count = len(tau.load_tasks(args.domain, args.split))
     except SettingsError as exc:

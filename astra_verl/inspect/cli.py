@@ -30,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m astra_verl.inspect", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("run_dir", type=Path, help="the run's folder, or its trainer.rollout_data_dir")
-    p.add_argument("--out", type=Path, default=None, help="where the pages go (default RUN_DIR/inspect)")
+    p.add_argument("--out", type=Path, default=None, help="output folder of the pages (default RUN_DIR/inspect)")
     p.add_argument("--per-step", type=int, default=200, help="episodes shown per step page (default 200)")
     return p
 

@@ -3,7 +3,7 @@
 Each model is built from a pip package that ships its weights (no hub, no network at run
 time) and gets astra-verl's tool chat template, so verl, the hf_cpu rollout, vLLM and the
 evaluation load OUT like any Hugging Face model directory. A rerun with the same inputs
-returns at once (OUT/astra_model.json records them; --force rebuilds).
+returns at once (OUT/astra_model.json records them; --rebuild rebuilds).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from astra_foundation.clikit import run_cli
+from astra_foundation.clikit import refuse_renamed, run_cli
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
             name, help=entry.summary, description=entry.details, formatter_class=argparse.RawDescriptionHelpFormatter
         )
         p.add_argument("out", help="folder to write the checkpoint to (created)")
-        p.add_argument("--force", action="store_true", help="rebuild even when OUT was built from the same inputs")
+        p.add_argument("--rebuild", action="store_true", help="rebuild even when OUT was built from the same inputs")
+        # `--force` means "continue a run made with other settings" in the synthesis command lines
+        refuse_renamed(p, "--force", "--rebuild", "--force means go on despite changed settings elsewhere")
     return parser
 
 
@@ -72,6 +74,6 @@ def _convert(args: argparse.Namespace) -> int:
     the imports is one line and exit 130; a missing extra (a UserError) one line and exit 2."""
     module = MODELS[args.model].load()
     t0 = time.perf_counter()
-    out = module.convert(args.out, force=args.force)
+    out = module.convert(args.out, force=args.rebuild)
     print(f"{args.model}: checkpoint in {out} ({time.perf_counter() - t0:.1f} s)")
     return 0

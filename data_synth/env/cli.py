@@ -17,11 +17,11 @@ Examples:
       --base-url http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1 --model Qwen3-32B
   # a dry run of the whole pipeline without a model (canned, valid replies; their provenance
   # says scripted, and only --allow-scripted lets them into a store)
-  python -m data_synth env run --out /tmp/dry --mode domain --sample --limit 8 \\
+  python -m data_synth env run --out /tmp/dry --mode domain --bundled-input --limit 8 \\
       --responder data_synth.env.canned:respond --percentile 0 --allow-scripted
 
-Settings: --config FILE (YAML, sections as in data_synth/env/config.py); a flag given on the
-command line wins over the file.
+Settings: --config FILE (YAML, sections as in data_synth/env/config.py), then --set
+SECTION.KEY=VALUE (a YAML value; repeatable); a flag given on the command line wins over both.
 Run directory: manifest.json (each step's settings and input digests: a rerun with other
 settings is refused unless --force), seeds.jsonl, env.<step>[.shard-I-of-N].jsonl (one envelope
 per record: ok / rejected with reason / error), llm_cache.sqlite, envs/ (the store), parquet/,
@@ -41,9 +41,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from astra_foundation.clikit import EXIT_OK, UsageError, run_async, run_cli
+from astra_foundation.clikit import EXIT_OK, UsageError, refuse_renamed, run_async, run_cli
 from astra_foundation.llm import add_llm_arguments
-from data_synth.pipeline.run_options import add_run_arguments
+from data_synth.pipeline.run_options import add_run_arguments, add_settings_arguments
 
 PIPELINE = "env"
 LLM_COMMANDS = {"decompose", "necessity", "verify", "tools", "merge", "run"}
@@ -67,7 +67,7 @@ FLAG_SETTINGS: dict[str, tuple[str, str]] = {
     "val_fraction": ("publish", "val_fraction"),
     "allow_scripted": ("publish", "allow_scripted"),
     "sandbox_workers": ("sandbox", "workers"),
-    "sandbox_call_timeout": ("sandbox", "call_timeout_s"),
+    "call_timeout": ("sandbox", "call_timeout_s"),
 }
 SWITCHES_OFF = {
     "no_complexity_scaling": ("tools", "complexity_scaling"),
@@ -94,16 +94,20 @@ def _load() -> None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--out", dest="run_dir", required=True, type=Path, help="where every step reads and writes (resumable)"
+        "--out",
+        dest="run_dir",
+        metavar="RUN_DIR",
+        required=True,
+        type=Path,
+        help="output folder (the run directory): every step reads and writes here (resumable)",
     )
-    p.add_argument(
-        "--config", type=Path, metavar="FILE", help="YAML settings (sections as in data_synth/env/config.py)"
-    )
+    add_settings_arguments(p, "data_synth/env/config.py")
     p.add_argument("--concurrency", type=int, help="records in flight per step (default 64)")
     add_run_arguments(p)
     g = p.add_argument_group("sandbox")
     g.add_argument("--sandbox-workers", type=int, default=None, help="warm sandbox workers (default min(4, CPUs))")
-    g.add_argument("--sandbox-call-timeout", type=float, help="seconds per tool call (default 5)")
+    g.add_argument("--call-timeout", type=float, help="seconds per tool call in the sandbox (default 5)")
+    refuse_renamed(p, "--sandbox-call-timeout", "--call-timeout", "one name for the sandbox's per-call limit")
     add_llm_arguments(p)
 
 
@@ -113,10 +117,12 @@ def _decompose_args(p: argparse.ArgumentParser) -> None:
     source = g.add_mutually_exclusive_group()
     source.add_argument("--input", type=Path, help="domains/context/questions .jsonl or a taxonomy .json")
     source.add_argument(
-        "--sample",
+        "--bundled-input",
         action="store_true",
         help="the bundled sample input of --mode (a few records of our own in ASTRA's format: dry runs, tests)",
     )
+    # `--sample N` is a seeded random sample of N elsewhere (eval bfcl-single)
+    refuse_renamed(p, "--sample", "--bundled-input", "--sample N draws N entries in every command line")
     g.add_argument("--samples", type=int, help="tasks drawn per input (default 1)")
     g.add_argument(
         "--hops",
@@ -196,14 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
         for add in groups:
             add(sp)
     rp = sub.add_parser("report", help="funnel and plots of a run", description="funnel and plots of a run")
-    rp.add_argument("--out", dest="run_dir", required=True, type=Path)
+    rp.add_argument(
+        "--out",
+        dest="run_dir",
+        metavar="RUN_DIR",
+        required=True,
+        type=Path,
+        help="output folder of the run to report on",
+    )
     return p
 
 
 def load_settings(args: argparse.Namespace) -> EnvConfig:
-    """--config, then every flag given on the command line."""
+    """--config, then --set, then every flag given on the command line."""
     _load()
-    raw: dict[str, Any] = EnvConfig.read_yaml(args.config)
+    from data_synth.pipeline.settings import apply_sets
+
+    raw: dict[str, Any] = apply_sets(EnvConfig.read_yaml(args.config), getattr(args, "set", []))
     given = {k: v for k, v in FLAG_SETTINGS.items() if getattr(args, k, None) is not None}
     given |= {k: v for k, v in SWITCHES_OFF.items() if getattr(args, k, None)}
     for dest, (section, key) in given.items():
@@ -216,14 +231,14 @@ def load_settings(args: argparse.Namespace) -> EnvConfig:
 
 def check_inputs(args: argparse.Namespace, cfg: EnvConfig) -> EnvConfig:
     """Refuse a command its run directory or inputs cannot serve, before anything is written; the
-    settings with --sample resolved to the bundled sample's path (named like any input)."""
+    settings with --bundled-input resolved to the bundled sample's path (named like any input)."""
     creates = args.command in ("decompose", "run")
     check_run_dir(args.run_dir, PIPELINE, creates=creates, first="decompose")  # also refuses a traj run's
     s = cfg.seeds
-    if creates and getattr(args, "sample", False) and s.mode:
+    if creates and getattr(args, "bundled_input", False) and s.mode:
         s = s.model_copy(update={"input": str(sample_input(s.mode, s.language))})
     if creates and (not s.mode or not s.input):
-        raise UsageError(f"{args.command} needs --mode and --input FILE (or --sample: the bundled sample input)")
+        raise UsageError(f"{args.command} needs --mode and --input FILE (or --bundled-input: the bundled sample input)")
     return cfg.model_copy(update={"seeds": s})
 
 
@@ -244,7 +259,7 @@ def make_run(args: argparse.Namespace, cfg: EnvConfig | None = None) -> EnvRun:
         shard=shard,
         progress=not args.quiet,
         ray_workers=args.ray_workers if args.ray else 0,
-        sample=bool(getattr(args, "sample", False)),
+        sample=bool(getattr(args, "bundled_input", False)),
     )
 
 

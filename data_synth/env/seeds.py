@@ -6,7 +6,7 @@
     taxonomy  JSON {category: {leaf: {description, examples: [{query}]}}} (nested to any depth):
               one seed per leaf
 
-Sample inputs (`sample_input`, CLI `--sample`): a handful of records of each kind, written for
+Sample inputs (`sample_input`, CLI `--bundled-input`): a handful of records of each kind, written for
 this project in ASTRA's formats (`samples/`: en/domains, zh/domains, en/context, en/questions,
 taxonomy.json), so dry runs, tests and benchmarks need nothing from outside the package.
 ASTRA's released inputs, or your own, come through `--input FILE`.

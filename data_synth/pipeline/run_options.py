@@ -1,6 +1,8 @@
 """The run options both synthesis command lines share, and what a command does with a run directory
 before and after its steps (one copy for `data_synth env` and `data_synth traj`).
 
+add_settings_arguments(parser, sections)
+                                 --config FILE, --set SECTION.KEY=VALUE
 add_run_arguments(parser)        --shard, --ray [ADDRESS], --ray-workers, -q/--quiet,
                                  --force, --redo, --retry-rejected
 check_run_dir(run_dir, pipeline, creates=, first=)
@@ -31,6 +33,7 @@ if TYPE_CHECKING:  # annotations only: the runner and the LLM client load aiohtt
 
 __all__ = [
     "add_run_arguments",
+    "add_settings_arguments",
     "answered_by",
     "check_run_dir",
     "exit_status",
@@ -38,6 +41,19 @@ __all__ = [
     "prepare_run_dir",
     "step_settings",
 ]
+
+
+def add_settings_arguments(p: argparse.ArgumentParser, sections: str) -> None:
+    """`--config FILE` and `--set SECTION.KEY=VALUE` (repeatable; `settings.apply_sets`), the same
+    in both pipelines; `sections` names the module that lists the settings' sections."""
+    p.add_argument("--config", type=Path, metavar="FILE", help=f"YAML settings (sections as in {sections})")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override one setting (repeatable; VALUE is YAML), after --config",
+    )
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:

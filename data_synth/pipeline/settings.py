@@ -8,6 +8,7 @@ the key and the known keys.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,3 +50,20 @@ class PipelineSettings(StrictModel):
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump()
+
+
+def apply_sets(raw: dict[str, Any], sets: Sequence[str]) -> dict[str, Any]:
+    """`raw` settings with each `--set SECTION.KEY=VALUE` (VALUE read as YAML) written in, in order;
+    the result is checked when the pipeline's settings are built from it."""
+    for item in sets:
+        path, eq, value = item.partition("=")
+        if not eq or "." not in path and path != "concurrency":
+            raise SettingsError(f"--set expects SECTION.KEY=VALUE (e.g. verify.percentile=0), got {item!r}")
+        parts = path.split(".")
+        node = raw
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise SettingsError(f"--set {item}: {p} is a value, not a section")
+        node[parts[-1]] = yaml.safe_load(value)
+    return raw

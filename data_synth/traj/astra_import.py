@@ -1,4 +1,4 @@
-"""`python -m data_synth traj import-astra FILE... --out sft.parquet`: ASTRA-SFT-style
+"""`python -m data_synth traj import-astra FILE... --output-file sft.parquet`: ASTRA-SFT-style
 conversations to the SFT parquet verl's trainer reads (the format `traj export` writes, see
 `export_sft`), with the checks our own trajectories pass; rejected rows keep their reasons.
 
@@ -45,7 +45,7 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from astra_foundation.clikit import run_cli
+from astra_foundation.clikit import add_output_file, run_cli
 from data_synth.traj.export_sft import SFT_VERSION
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
@@ -461,8 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("files", nargs="+", metavar="FILE", help=".json, .jsonl or .parquet")
-    p.add_argument("--out", required=True, type=Path, help="SFT parquet to write")
-    p.add_argument("--rejects", type=Path, help="rejected rows with their problems (default: <out>.rejects.jsonl)")
+    add_output_file(p, "SFT parquet to write")
+    p.add_argument(
+        "--rejects", type=Path, help="rejected rows with their problems (default: <output file>.rejects.jsonl)"
+    )
     p.add_argument("--reasoning", choices=("drop", "inline"), default="drop", help="reasoning_content (default drop)")
     p.add_argument(
         "--parallel-calls",
@@ -480,13 +482,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     check_files(args.files)
-    rejects = args.rejects or args.out.with_suffix(".rejects.jsonl")
+    rejects = args.rejects or args.output_file.with_suffix(".rejects.jsonl")
     rejects.parent.mkdir(parents=True, exist_ok=True)
-    counts = run_import(args.files, args.out, rejects, args.reasoning, args.parallel_calls)
+    counts = run_import(args.files, args.output_file, rejects, args.reasoning, args.parallel_calls)
     total = counts["kept"] + counts["rejected"] + counts["dropped"]
     print(f"\nread {total} conversations")
     _table("formats", counts["formats"], total)
-    written = f"to {args.out}" if counts["kept"] else "(no parquet written)"
+    written = f"to {args.output_file}" if counts["kept"] else "(no parquet written)"
     print(
         f"kept {counts['kept']} {written}, rejected {counts['rejected']}, dropped {counts['dropped']} (parallel calls)"
     )

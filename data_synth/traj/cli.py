@@ -14,7 +14,7 @@ trajectories (docs/method.md §1). Every step is resumable: rerun the same comma
     export            sft.parquet (verl), trajectories.jsonl, funnel.json, report.md + plots
     funnel            print the funnel of the run so far
     run INPUT...      all of the above, in order
-    import-astra FILE... --out sft.parquet
+    import-astra FILE... --output-file sft.parquet
                       ASTRA-SFT conversations (OpenAI messages + tools, or the ASTRA-SFT-1k release) to
                       the same SFT parquet, checked as our own trajectories (see traj/astra_import.py)
 
@@ -48,7 +48,7 @@ from pathlib import Path
 
 from astra_foundation.clikit import run_cli
 from astra_foundation.llm.config import add_llm_arguments
-from data_synth.pipeline.run_options import add_run_arguments
+from data_synth.pipeline.run_options import add_run_arguments, add_settings_arguments
 
 # This module only parses: the steps' modules (graphs, stores, pyarrow: about a second of imports)
 # are imported by `data_synth.traj.commands` when a command runs, so `--help` answers at once.
@@ -82,8 +82,7 @@ def _common() -> argparse.ArgumentParser:
         type=Path,
         help="output folder: every step reads and writes here",
     )
-    p.add_argument("--config", type=Path, help="YAML settings (sections as in data_synth/traj/config.py)")
-    p.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", help="override one setting")
+    add_settings_arguments(p, "data_synth/traj/config.py")
     add_run_arguments(p)
     return p
 

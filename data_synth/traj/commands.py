@@ -21,6 +21,7 @@ from data_synth.pipeline.run_options import (
     prepare_run_dir,
     step_settings,
 )
+from data_synth.pipeline.settings import apply_sets
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.graph import plot_graph, write_graphml
 from data_synth.traj.ingest import expand_paths
@@ -45,19 +46,6 @@ STEP_SETTINGS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "traj.interact": (("interact",), "agent"),
     "traj.judge": (("judge",), "judge"),
 }
-
-
-def _apply_overrides(raw: dict, sets: list[str]) -> dict:
-    for item in sets:
-        path, eq, value = item.partition("=")
-        if not eq or "." not in path and path != "concurrency":
-            raise UsageError(f"--set expects section.key=value, got {item!r}")
-        parts = path.split(".")
-        node = raw
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-        node[parts[-1]] = yaml.safe_load(value)
-    return raw
 
 
 def _print_ingest_issues(run_dir: Path, limit: int = 20) -> None:
@@ -97,7 +85,7 @@ def load_config(args: argparse.Namespace) -> TrajConfig:
         if args.config:
             TrajConfig.from_yaml(args.config)  # checks the file, naming unknown sections and keys
             raw = yaml.safe_load(args.config.read_text(encoding="utf-8")) or {}
-        raw = _apply_overrides(raw, args.set)
+        raw = apply_sets(raw, args.set)
         if "temperature" not in (raw.get("judge") or {}):  # steps without a judge: its default, 0
             raw.setdefault("judge", {})["temperature"] = getattr(args, "judge_temperature", 0.0)
         return TrajConfig.from_dict(raw)

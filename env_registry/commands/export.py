@@ -94,8 +94,8 @@ def cmd_export_sft(args: argparse.Namespace) -> int:
             bar.total = total
             bar.update(1)
 
-        summary = write_golden_sft(args.rl_parquet, args.out, recovery, progress=progress, no_tool=no_tool)
-    say(f"wrote {summary.describe()} to {args.out} in {time.perf_counter() - t0:.1f} s")
+        summary = write_golden_sft(args.rl_parquet, args.output_file, recovery, progress=progress, no_tool=no_tool)
+    say(f"wrote {summary.describe()} to {args.output_file} in {time.perf_counter() - t0:.1f} s")
     return 0
 
 

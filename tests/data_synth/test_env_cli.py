@@ -38,7 +38,7 @@ time.sleep(600)
 def _cmd(run_dir, responder, *extra, allow_scripted=True):
     return [
         sys.executable, "-m", "data_synth", "env", "run", "--out", str(run_dir), "--mode", "domain",
-        "--sample", "--responder", responder, "--percentile", "0", "--quiet", "--sandbox-workers", "1",
+        "--bundled-input", "--responder", responder, "--percentile", "0", "--quiet", "--sandbox-workers", "1",
         *(["--allow-scripted"] if allow_scripted else []), *extra,
     ]  # fmt: skip
 

@@ -21,7 +21,7 @@ def _rows() -> list[dict]:
 
 def test_every_defect_kind_is_rejected_with_its_reason(tmp_path, capsys):
     out = tmp_path / "sft.parquet"
-    code = data_synth_main(["traj", "import-astra", str(FIXTURE), "--out", str(out)])
+    code = data_synth_main(["traj", "import-astra", str(FIXTURE), "--output-file", str(out)])
     printed = capsys.readouterr().out
     assert code == 1 and "kept 2 to" in printed and "rejected 5" in printed
     rejects = [json.loads(line) for line in (tmp_path / "sft.rejects.jsonl").read_text().splitlines()]
@@ -87,7 +87,7 @@ def test_the_parquet_loads_in_verls_sft_dataset_and_trains_only_the_assistant(tm
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist([_rows()[0], _parallel_row()]), src)  # read through HF datasets
     out = tmp_path / "sft.parquet"
-    argv = ["traj", "import-astra", str(src), "--out", str(out), "--parallel-calls", "drop"]
+    argv = ["traj", "import-astra", str(src), "--output-file", str(out), "--parallel-calls", "drop"]
     assert data_synth_main(argv) == 0
     assert "kept 1 to" in (printed := capsys.readouterr().out) and "dropped 1 (parallel calls)" in printed
     ds = TrajSFTDataset(str(out), tiny_tokenizer, {"max_length": 1024})
@@ -102,12 +102,12 @@ def test_the_parquet_loads_in_verls_sft_dataset_and_trains_only_the_assistant(tm
 
 def test_a_missing_input_or_an_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys):
     missing = tmp_path / "ASTRA-SFT-1k.parquet"
-    assert data_synth_main(["traj", "import-astra", str(missing), "--out", str(tmp_path / "sft.parquet")]) == 2
+    assert data_synth_main(["traj", "import-astra", str(missing), "--output-file", str(tmp_path / "sft.parquet")]) == 2
     assert f"error: no such file: {missing}" in capsys.readouterr().err  # it said: not a .parquet file
     blocker = tmp_path / "a_file"
     blocker.write_text("")
     out = blocker / "sft.parquet"
-    assert data_synth_main(["traj", "import-astra", str(FIXTURE), "--out", str(out)]) == 2
+    assert data_synth_main(["traj", "import-astra", str(FIXTURE), "--output-file", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: {blocker}: it already exists and is in the way") and "Traceback" not in err
 

@@ -146,9 +146,9 @@ def test_export_then_recover_gives_back_the_stripped_calls(tmp_path, capsys):
     store = str(tmp_path / "store")
     assert main(["--store", store, "-q", "generate", "--n", "12", "--seed", "5"]) == 0
     rows_file = tmp_path / "rows.jsonl"
-    code, out = _run(capsys, "--store", store, "export-astra-rl", "--out", str(rows_file))
+    code, out = _run(capsys, "--store", store, "export-astra-rl", "--output-file", str(rows_file))
     assert code == 0 and "wrote 12 ASTRA-RL-1k rows" in out
-    code, out = _run(capsys, "-q", "recover-calls", str(rows_file), "--out", str(tmp_path / "rec.jsonl"))
+    code, out = _run(capsys, "-q", "recover-calls", str(rows_file), "--output-file", str(tmp_path / "rec.jsonl"))
     assert "12 sound ASTRA-RL-1k rows" in out
     by_question = {e.question: e for e in EnvStore.open(store)}
     agree = total = 0

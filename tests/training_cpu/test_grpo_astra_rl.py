@@ -34,7 +34,9 @@ def test_grpo_step_on_imported_rl_1k_rows(tmp_path, tiny_model_dir, trainer_proc
     assert gen.returncode == 0, gen.stderr[-3000:]
     rows = tmp_path / "rl_rows.jsonl"
     assert (
-        env_registry("--store", str(worlds), "export-astra-rl", "--out", str(rows), "--no-system-prompt").returncode
+        env_registry(
+            "--store", str(worlds), "export-astra-rl", "--output-file", str(rows), "--no-system-prompt"
+        ).returncode
         == 0
     )
     imported = env_registry("--store", str(store), "import-astra", str(rows), str(FIXTURES))
