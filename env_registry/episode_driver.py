@@ -131,8 +131,15 @@ class ParsedCall:
         )
 
     def arguments_text(self) -> str:
-        """The arguments as the transcript shows them: the decoded object re-encoded, else as written."""
-        return json.dumps(self.arguments, ensure_ascii=False) if self.arguments is not None else self.raw
+        """The arguments as the transcript shows them: the decoded object re-encoded (one spelling
+        whichever decoder read it), else as written; an object nested past the encoder's depth is
+        shown as written too (it decoded, so it is valid JSON there)."""
+        if self.arguments is None:
+            return self.raw
+        try:
+            return json.dumps(self.arguments, ensure_ascii=False)
+        except RecursionError:
+            return self.raw
 
 
 @dataclass(frozen=True)
@@ -190,7 +197,8 @@ class EpisodeHook(Protocol):
 
 
 class SilentHook:
-    """No environment interaction: one user turn, nothing injected (trajectory synthesis)."""
+    """No environment interaction: one user turn, nothing injected (trajectory synthesis; the
+    base of RL's environment hooks, `astra_verl.rollout.hooks.EnvironmentHook`)."""
 
     async def on_start(self, view: Any) -> HookAction | None:
         return None
@@ -220,7 +228,7 @@ class EpisodeCounts:
     hook_state: dict[str, Any] = field(default_factory=dict)
 
 
-class EpisodeView(Protocol):
+class DrivenEpisode(Protocol):
     """The episode the driver runs: its transcript, its log, and the tools hooks may reveal."""
 
     messages: list[dict[str, Any]]
@@ -255,7 +263,7 @@ def tool_message(call_id: str, call: ParsedCall, text: str) -> dict[str, Any]:
 class EpisodeDriver:
     """Runs one episode's rules over `episode` (the hooks' view) through `transport`; see the module docstring."""
 
-    def __init__(self, episode: EpisodeView, transport: Transport, limits: EpisodeLimits, hook: EpisodeHook):
+    def __init__(self, episode: DrivenEpisode, transport: Transport, limits: EpisodeLimits, hook: EpisodeHook):
         self.episode = episode
         self.transport = transport
         self.limits = limits
