@@ -197,13 +197,22 @@ class WorkerCommand:
     argv: list[str]
     env: dict[str, str]
     cwd: str | None
+    # Descriptors the worker inherits and holds for its whole life (the lock on its uid block, see
+    # pool.py); whoever starts it closes its own copies once it started.
+    hold_fds: tuple[int, ...] = ()
 
 
 def worker_command(
-    backend: str, config: SandboxConfig, ctl_fd: int, work_root: str, uids: tuple[int, int]
+    backend: str,
+    config: SandboxConfig,
+    ctl_fd: int,
+    work_root: str,
+    uids: tuple[int, int],
+    hold_fds: tuple[int, ...] = (),
 ) -> WorkerCommand:
     """The command line that starts one worker whose control channel is the inherited `ctl_fd`
-    and whose sessions take their uids (when it runs as root) from `uids` = (first, count)."""
+    and whose sessions take their uids (when it runs as root) from `uids` = (first, count); the
+    worker inherits `hold_fds` and holds them while it lives."""
     pkg_root = SANDBOX_PKG_ROOT if backend == "bwrap" else PKG_ROOT
     packages = package_dirs(config.packages)
     cfg = {
@@ -229,8 +238,8 @@ def worker_command(
     }
     python = [python_executable(), "-I", "-S", "-B", "-c", BOOTSTRAP.format(root=pkg_root), json.dumps(cfg)]
     if backend == "bwrap":
-        return WorkerCommand(bwrap_args(config) + ["--"] + python, dict(WORKER_ENV), None)
-    return WorkerCommand(python, dict(WORKER_ENV), work_root)
+        return WorkerCommand(bwrap_args(config) + ["--"] + python, dict(WORKER_ENV), None, hold_fds)
+    return WorkerCommand(python, dict(WORKER_ENV), work_root, hold_fds)
 
 
 @functools.lru_cache(maxsize=1)

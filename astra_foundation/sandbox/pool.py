@@ -35,6 +35,7 @@ Design (why it is fast and why it is safe):
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import logging
 import marshal
@@ -43,6 +44,7 @@ import random
 import resource
 import secrets
 import shutil
+import struct
 import subprocess
 import tempfile
 import threading
@@ -63,6 +65,9 @@ RESET_NOTE = "The episode's tool state was reset: the next call starts from a fr
 MAX_PROGRAM_BYTES = 8 << 20
 MAX_START_FAILURES = 5
 UID_RANGE = 1 << 24  # sessions' uids lie in [uid_base, uid_base + UID_RANGE) (config.py checks the room)
+# One file for every pool on the host: a worker's uid block is a byte range of it, locked (an open
+# file description lock) by a descriptor the worker inherits (_claim_uid_block).
+UID_LOCK_FILE = "/run/astra-sandbox-uids.lock"
 REPLACE_GRACE_S = 2.0  # between a worker's death and its report and replacement (see _worker_died)
 MAX_ID_BYTES = 32  # `{"id":N` of a request: a call id's digits and the key
 
@@ -133,9 +138,10 @@ class SandboxPool(Sandbox):
         self._start_failures = 0
         self._broken: str | None = None
         self._closing = False
-        # Each worker start gets a block of uids of its own and gives them to its sessions in turn:
-        # big enough that a worker never has two live sessions with one uid; blocks are drawn from
-        # a random place so that pools of other processes on the node are unlikely to share them.
+        # Each worker start gets a block of uids of its own and gives them to its sessions, never one
+        # a live process of it holds (inside/worker.py's Uids); the block is claimed for the host
+        # while the worker lives (_claim_uid_block). Drawn from a random place, so that pools rarely
+        # have to skip each other's blocks.
         self._uid_block_size = 1 << max(12, (self.config.max_sessions + launch.SPARE_SESSIONS).bit_length())
         self._uid_blocks_used = random.randrange(UID_RANGE // self._uid_block_size)
         self._max_frame = 6 * (2 * self.config.max_output_chars + 4096) + 65536
@@ -219,7 +225,9 @@ class SandboxPool(Sandbox):
         return WorkerProc(owner, slot)
 
     def _worker_command(self, ctl_fd: int) -> launch.WorkerCommand:
-        return launch.worker_command(self.backend, self.config, ctl_fd, self._work_root, self._uid_block())
+        first, count, lock = self._claim_uid_block()
+        hold = () if lock is None else (lock,)
+        return launch.worker_command(self.backend, self.config, ctl_fd, self._work_root, (first, count), hold)
 
     def _worker_died(self, worker: WorkerProc, why: str) -> None:
         # While the pool starts, start() decides: all workers failing is a setup error, not a crash.
@@ -282,10 +290,44 @@ class SandboxPool(Sandbox):
                 pass
 
     def _uid_block(self) -> tuple[int, int]:
-        """(first uid, count) for a worker being started."""
+        """(first uid, count) of the next block in turn."""
         self._uid_blocks_used += 1
         block = self._uid_blocks_used % (UID_RANGE // self._uid_block_size)
         return self.config.uid_base + block * self._uid_block_size, self._uid_block_size
+
+    def _claim_uid_block(self) -> tuple[int, int, int | None]:
+        """(first uid, count, lock descriptor) for a worker being started. As root (sessions then
+        run under these uids) the block is claimed for the whole host: a write lock on the byte
+        range [first, first + count) of UID_LOCK_FILE, an open file description lock that the
+        worker inherits, so it holds while the worker lives, whatever happens to this process. A
+        block another worker holds, of this pool or of any other on the host (other bases and
+        block sizes included: ranges overlap exactly when uids would), is skipped. Not root: no
+        uid drop, nothing to claim (None)."""
+        if os.geteuid() != 0:
+            return (*self._uid_block(), None)
+        try:
+            fd = os.open(UID_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise SandboxError(
+                f"cannot open {UID_LOCK_FILE}, where the sandbox pools of this host claim their session uids: {exc}"
+            ) from exc
+        try:
+            for _ in range(UID_RANGE // self._uid_block_size):
+                first, count = self._uid_block()
+                lock = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, first, count, 0)  # struct flock
+                try:
+                    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lock)
+                except (BlockingIOError, PermissionError):  # EAGAIN / EACCES: a live worker holds it
+                    continue
+                return first, count, fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+        raise SandboxError(
+            f"every block of {self._uid_block_size} session uids from {self.config.uid_base} is held by a live "
+            "sandbox worker on this host; close other pools or give this one another astra.sandbox.uid_base"
+        )
 
     # ---------------------------------------------------------------- sessions
     async def open_session(self, program: Program) -> Session:

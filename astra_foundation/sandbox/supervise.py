@@ -176,19 +176,26 @@ class WorkerProc:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             cmd = self.owner.command(child.fileno())
-            self.popen = subprocess.Popen(
-                cmd.argv,
-                pass_fds=[child.fileno()],
-                env=cmd.env,
-                cwd=cmd.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            try:
+                self.popen = subprocess.Popen(
+                    cmd.argv,
+                    pass_fds=[child.fileno(), *cmd.hold_fds],
+                    env=cmd.env,
+                    cwd=cmd.cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            finally:
+                for fd in cmd.hold_fds:  # the worker holds its copies now (or never started)
+                    os.close(fd)
             self.owner.started(self.popen)
         except OSError as exc:
             parent.close()
             raise SandboxError(f"could not start sandbox worker {self.slot}: {exc}") from exc
+        except BaseException:
+            parent.close()
+            raise
         finally:
             child.close()
         parent.setblocking(False)

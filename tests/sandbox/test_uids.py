@@ -1,6 +1,7 @@
 """Session uids (issue 47, 3): a uid is handed out only while no live process of the worker holds
 it. Before, a worker handed out `start + n % count`: after a block's worth of starts a new
-session got the uid of a live one, shared its per-uid limits and could change its rlimits."""
+session got the uid of a live one, shared its per-uid limits and could change its rlimits. And a
+worker's block is claimed for the host, so two pools never hand out the same uids."""
 
 from __future__ import annotations
 
@@ -84,3 +85,23 @@ async def test_a_new_session_never_gets_a_live_sessions_uid(fresh_config, backen
         assert not shared and not capped, (shared, capped)
         assert grown.ok and grown.output == str(64 << 20), grown
         await pool.close_session(victim)
+
+
+@pytest.mark.asyncio(loop_scope="module")
+@pytest.mark.skipif(os.geteuid() != 0, reason="sessions get uids of their own only when the pool runs as root")
+async def test_two_pools_on_a_host_never_share_a_uid_block(fresh_config, backend):
+    """Pools draw their workers' uid blocks from a random place; two that drew the same one would
+    give live sessions the same uid. Each block is claimed for the host (a lock range the worker
+    holds): the second pool skips the first one's block."""
+    first = SandboxPool(fresh_config(backend, workers=1))
+    second = SandboxPool(fresh_config(backend, workers=1))
+    second._uid_blocks_used = first._uid_blocks_used  # both would start with the same block
+    async with first, second:
+        a = await first.open_session(Program((Module("m", COUNTER),)))
+        b = await second.open_session(Program((Module("m", COUNTER),)))
+        uid_a = json.loads((await first.call(a, "m", "f", {})).output)["uid"]
+        uid_b = json.loads((await second.call(b, "m", "f", {})).output)["uid"]
+        block = first._uid_block_size
+        assert (uid_a - first.config.uid_base) // block != (uid_b - second.config.uid_base) // block, (uid_a, uid_b)
+        await first.close_session(a)
+        await second.close_session(b)
