@@ -189,18 +189,6 @@ def qwen_fc_call(item: Any) -> tuple[str, dict[str, Any], str]:
     return f"{name}", arguments, call
 
 
-def qwen_fc_decode(response: str) -> list[str]:
-    """BFCL's `QwenFCHandler.decode_execute(response)`: the step's call strings; raises where it
-    raises (any exception: BFCL drops the step). `response` is `qwen_fc_split`'s second part."""
-    items = []
-    for block in QWEN_FC_BLOCK.findall(response):
-        try:
-            items.append(json.loads(block))
-        except Exception:  # noqa: BLE001 - BFCL skips any block json.loads refuses (RecursionError too)
-            continue
-    return [qwen_fc_call(item)[2] for item in items]
-
-
 class BfclQwenCalls(ReportingParser):
     """A step decoded exactly as BFCL's `QwenFCHandler` decodes it (BFCL evaluation, prompt style).
 

@@ -8,7 +8,6 @@ own loops too. The plugin imports this module in every process (it registers int
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 
@@ -20,7 +19,6 @@ __all__ = [
     "ParsedCall",
     "ParsedTurn",
     "ReportingToolParser",
-    "reporting_parser",
     "split_reasoning",
 ]
 
@@ -40,11 +38,6 @@ class ReportingToolParser(ReportingParser, ToolParser):
 @ToolParser.register("astra_hermes")
 class HermesReportingParser(HermesCalls, ReportingToolParser):
     """Hermes / Qwen2.5 / Qwen3 format, as a verl `ToolParser`."""
-
-
-def reporting_parser(name: str, tokenizer: Any) -> ReportingParser:
-    """The parser registered in verl as `name`; it must report malformed calls."""
-    return call_parsing.reporting_parser(name, tokenizer, ToolParser._registry)
 
 
 @ToolParser.register("astra_bfcl_qwen")

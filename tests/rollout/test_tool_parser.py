@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from verl.experimental.agent_loop.tool_parser import ToolParser
 
-from astra_verl.rollout.tool_parser import HermesReportingParser, reporting_parser
+from astra_verl.rollout.call_parsing import reporting_parser
+from astra_verl.rollout.tool_parser import HermesReportingParser
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +96,9 @@ def test_verl_interface_returns_only_valid_calls(parser, tiny_tokenizer):
 
 
 def test_registry_refuses_silent_parsers(tiny_tokenizer):
-    assert isinstance(reporting_parser("astra_hermes", tiny_tokenizer), HermesReportingParser)
+    registry = ToolParser._registry  # what astra_tool_agent picks its parser from
+    assert isinstance(reporting_parser("astra_hermes", tiny_tokenizer, registry), HermesReportingParser)
     with pytest.raises(ValueError, match="drops malformed calls silently"):
-        reporting_parser("hermes", tiny_tokenizer)
+        reporting_parser("hermes", tiny_tokenizer, registry)
     with pytest.raises(ValueError, match="no tool parser named"):
-        reporting_parser("nope", tiny_tokenizer)
+        reporting_parser("nope", tiny_tokenizer, registry)
