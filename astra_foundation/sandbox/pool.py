@@ -309,7 +309,9 @@ class SandboxPool(Sandbox):
             fd = os.open(UID_LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             raise SandboxError(
-                f"cannot open {UID_LOCK_FILE}, where the sandbox pools of this host claim their session uids: {exc}"
+                f"cannot open {UID_LOCK_FILE}, where the sandbox pools of this host claim their session uids "
+                f"({exc}); the pool runs as root, so sessions get uids of their own and need the claim: make /run "
+                "writable for root, or run the pool as another user (no uid drop then: docs/security.md)"
             ) from exc
         try:
             for _ in range(UID_RANGE // self._uid_block_size):
