@@ -7,7 +7,8 @@ Exit status, the same everywhere:
          the run produced nothing; the output says which and where (a rerun retries errors)
     2    the command could not start: a usage error, an input that cannot be read, an output
          that cannot be written, an LLM endpoint that cannot serve the run
-    130  interrupted (Ctrl-C); finished work is saved and the same command continues
+    130  interrupted (Ctrl-C); a command that resumes (it declares so to `run_cli`) keeps its
+         finished work and the same command goes on from there; any other starts again
 
 `run_cli` is each CLI's one top-level handler: a `UserError` (`astra_foundation.errors`, the base
 class of every error a user can act on) and a failed file operation print one line on stderr
@@ -40,6 +41,7 @@ __all__ = [
     "add_output_file",
     "add_quiet",
     "describe_os_error",
+    "interrupted_line",
     "refuse_renamed",
     "run_async",
     "run_cli",
@@ -107,12 +109,17 @@ def describe_os_error(exc: OSError) -> str:
     return f"{where}: {_OS_FIXES.get(exc.errno or 0, exc.strerror or str(exc))}"
 
 
-def run_cli(
-    command: Callable[[], int],
-    *,
-    interrupted: str = "finished work is saved; rerun the same command to continue",
-) -> int:
-    """Run one command and turn what can go wrong into a line on stderr and an exit status."""
+def interrupted_line(*, resumes: bool, saved: str = "") -> str:
+    """What Ctrl-C tells the user: a command that `resumes` keeps `saved` (what it says is kept)
+    and goes on from there when rerun; any other starts again."""
+    if resumes:
+        return f"{saved or 'finished work is saved'}; rerun the same command to resume where it stopped"
+    return "nothing of this run is kept; rerun the same command to start again"
+
+
+def run_cli(command: Callable[[], int], *, resumes: bool, saved: str = "") -> int:
+    """Run one command and turn what can go wrong into a line on stderr and an exit status. Each
+    command declares whether a rerun `resumes` it (and what is `saved`): Ctrl-C's line says so."""
     try:
         return command()
     except UserError as exc:
@@ -126,7 +133,7 @@ def run_cli(
         _say(f"error: {describe_os_error(exc)}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _say(f"\ninterrupted: {interrupted}")
+        _say(f"\ninterrupted: {interrupted_line(resumes=resumes, saved=saved)}")
         return EXIT_INTERRUPTED
 
 

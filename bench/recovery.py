@@ -158,7 +158,9 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4, help="rows searched at once (default 4)")
     ap.add_argument("--calls-per-tool", type=int, default=Budget().calls_per_tool)
     ap.add_argument("--seconds-per-row", type=float, default=Budget().seconds_per_row)
-    add_llm_arguments(ap, what="optional proposer for answers the LLM-free search does not find")
+    add_llm_arguments(
+        ap, what="optional proposer for answers the LLM-free search does not find", shared=("concurrency",)
+    )
     args = ap.parse_args()
     llm = proposer_config(args)
     print(machine_line())

@@ -231,9 +231,14 @@ def _schema(sub: Any, common: argparse.ArgumentParser) -> None:
     sc.set_defaults(run=_C + "show:cmd_schema")
 
 
+# Commands that add to the store: what they added stays, and a rerun skips it (duplicates by id).
+ADDS_TO_THE_STORE = {"generate", "add", "import-astra"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _run(args))
+    resumes = args.command in ADDS_TO_THE_STORE
+    return run_cli(lambda: _run(args), resumes=resumes, saved="the environments added so far are in the store")
 
 
 def _run(args: argparse.Namespace) -> int:

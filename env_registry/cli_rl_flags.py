@@ -36,7 +36,9 @@ def add_recovery_options(p: argparse.ArgumentParser) -> None:
         default=b.seconds_per_row,
         help=f"search time per row (default {b.seconds_per_row:g})",
     )
-    add_llm_arguments(p, what="optional: proposes calls for answers the LLM-free search does not find")
+    add_llm_arguments(
+        p, what="optional: proposes calls for answers the LLM-free search does not find", shared=("concurrency",)
+    )
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from astra_foundation.clikit import EXIT_USAGE, run_cli
+from astra_foundation.clikit import EXIT_INTERRUPTED, EXIT_USAGE, run_cli
 from astra_foundation.errors import UserError
 
 
@@ -236,10 +236,41 @@ def test_the_runner_catches_every_user_error_by_type_and_nothing_else(capsys):
 
         return command
 
-    assert run_cli(raise_(StoreLocked("envs is open for writing by pid 7"))) == EXIT_USAGE
+    assert run_cli(raise_(StoreLocked("envs is open for writing by pid 7")), resumes=False) == EXIT_USAGE
     assert capsys.readouterr().err == "error: envs is open for writing by pid 7\n"
     with pytest.raises(RuntimeError):  # a bug keeps its traceback
-        run_cli(raise_(RuntimeError("a bug")))
+        run_cli(raise_(RuntimeError("a bug")), resumes=False)
+    with pytest.raises(ValueError):  # so does a ValueError: only UserErrors are the user's
+        run_cli(raise_(ValueError("a bug")), resumes=False)
+
+
+def test_ctrl_c_says_resume_for_a_command_that_resumes_and_start_again_otherwise(capsys):
+    def interrupted() -> int:
+        raise KeyboardInterrupt
+
+    with pytest.raises(TypeError):  # every command declares which it is
+        run_cli(interrupted)  # type: ignore[call-arg]
+    assert run_cli(interrupted, resumes=True, saved="the results are kept") == EXIT_INTERRUPTED
+    assert "interrupted: the results are kept; rerun the same command to resume" in capsys.readouterr().err
+    assert run_cli(interrupted, resumes=False) == EXIT_INTERRUPTED
+    assert "rerun the same command to start again" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["envs", "tau"])
+def test_ctrl_c_in_a_resumable_evaluation_says_it_resumes(command, tmp_path, capsys, monkeypatch):
+    """`eval envs` and `eval tau` keep each scored episode in their results file: Ctrl-C must not
+    tell their users to start again."""
+    from astra_verl.eval import cli
+
+    def interrupted(args) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(cli.COMMANDS, command, interrupted)
+    argv = {"envs": ["--data", "d.parquet"], "tau": ["--domain", "retail"]}[command]
+    assert cli.main([command, *argv, "--model-path", "m", "--out", str(tmp_path)]) == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert f"scored episodes are saved in {tmp_path}/results.jsonl; rerun the same command to resume" in err
+    assert "start again" not in err
 
 
 def test_one_helper_declares_an_endpoint_a_second_one_and_a_subset(monkeypatch):
@@ -250,7 +281,7 @@ def test_one_helper_declares_an_endpoint_a_second_one_and_a_subset(monkeypatch):
     monkeypatch.setenv("ASTRA_LLM_MODEL", "from-env")
     p = argparse.ArgumentParser()
     p.add_argument("--concurrency", type=int, default=64, help="records in flight")  # the command's own
-    add_llm_arguments(p)
+    add_llm_arguments(p, shared=("concurrency",))
     add_llm_arguments(p, "judge", temperature=0.0, from_env=False)
     args = p.parse_args(["--base-url", "http://a/v1, http://b/v1", "--judge-model", "j", "--extra-body", '{"x": 1}'])
     cfg = LLMConfig.from_args(args)
@@ -269,3 +300,19 @@ def test_one_helper_declares_an_endpoint_a_second_one_and_a_subset(monkeypatch):
     with pytest.raises(LLMSettingsError, match="--extra-body is not JSON") as e:
         LLMConfig.from_args(bad)
     assert isinstance(e.value, UserError)
+
+
+def test_a_knob_the_command_already_declared_is_an_error_when_the_parser_is_built():
+    """Not a flag silently dropped: a command's own `--timeout` (say, a tool call's) would
+    otherwise set the endpoint's without a word."""
+    import argparse
+
+    from astra_foundation.llm.config import add_llm_arguments
+
+    p = argparse.ArgumentParser()
+    p.add_argument("--timeout", type=float, help="seconds per tool call")
+    with pytest.raises(ValueError, match=r"already has \['--timeout'\]"):
+        add_llm_arguments(p)
+    with pytest.raises(ValueError, match=r"shared=\('concurrency',\) names knobs the parser does not have"):
+        add_llm_arguments(argparse.ArgumentParser(), shared=("concurrency",))
+    add_llm_arguments(p, only=("base-url", "model"))  # the clash left out: fine

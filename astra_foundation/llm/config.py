@@ -15,7 +15,8 @@ One endpoint's flags, the same in every command line (docs/cli.md), declared her
 `add_llm_arguments(parser, prefix="judge")` adds the same set as `--judge-base-url` ... for a
 second model (env ASTRA_JUDGE_BASE_URL ...); `LLMConfig.from_args(args, prefix="judge")` reads
 it back. A command that takes only some of the knobs names them (`only=`); a knob the command
-already declares itself (its own `--concurrency`) is not declared twice and serves the client too.
+declares itself (its own `--concurrency`) is named in `shared=` and serves the client too (any
+other clash is an error when the parser is built).
 """
 
 from __future__ import annotations
@@ -165,17 +166,31 @@ def add_llm_arguments(
     defaults: dict[str, Any] | None = None,
     required: bool = False,
     from_env: bool = True,
+    shared: tuple[str, ...] = (),
 ) -> None:
     """The flags of one endpoint: `--base-url`, `--model`, ... (`--<prefix>-base-url` ... for a
     second one). `temperature` is its default sampling temperature (judges use 0); `only` the
     knobs taken (default all, in `_KNOBS`' names); `defaults` other defaults by knob name;
     `required` makes `--base-url` and `--model` required unless the environment sets them
-    (`from_env`: ASTRA_LLM_BASE_URL / ASTRA_<PREFIX>_BASE_URL and ..._MODEL are the defaults)."""
+    (`from_env`: ASTRA_LLM_BASE_URL / ASTRA_<PREFIX>_BASE_URL and ..._MODEL are the defaults).
+    `shared`: knobs the command has declared itself (its `--concurrency`), whose value serves the
+    client too. A knob the parser already has that is not in `shared`, or one in `shared` it does
+    not have, is an error here, when the parser is built: never a flag silently dropped."""
     env = "ASTRA_" + (prefix or "llm").upper().replace("-", "_")
     chosen = {**{"temperature": temperature}, **(defaults or {})}
+    taken = [name for name in _KNOBS if only is None or name in only]
+    declared = {name for name in taken if _flag(prefix, name) in parser._option_string_actions}
+    if declared != set(shared):
+        clash, stale = sorted(declared - set(shared)), sorted(set(shared) - declared)
+        raise ValueError(
+            f"add_llm_arguments({prefix!r}): "
+            + (f"the parser already has {[_flag(prefix, n) for n in clash]}: leave them out of only= or pass "
+               f"shared={tuple(clash)!r} if the command's value serves the client" if clash else
+               f"shared={tuple(stale)!r} names knobs the parser does not have: declare them first")
+        )  # fmt: skip
     g = parser.add_argument_group(f"endpoint ({what})")
     for name, spec in _KNOBS.items():
-        if only is not None and name not in only:
+        if name not in taken or name in declared:  # a shared knob: the command's flag serves the client
             continue
         kw = dict(spec)
         key = name.replace("-", "_")
@@ -187,10 +202,7 @@ def add_llm_arguments(
             kw["required"] = required and kw["default"] is None
             if from_env:
                 kw["help"] += f" (env {variable})"
-        try:
-            g.add_argument(_flag(prefix, name), dest=_dest(prefix, key), **kw)
-        except argparse.ArgumentError:  # the command declares this knob itself: its value serves the client
-            continue
+        g.add_argument(_flag(prefix, name), dest=_dest(prefix, key), **kw)
 
 
 def load_responder(spec: str, flag: str = "--responder"):

@@ -38,8 +38,10 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from astra_foundation.errors import UserError
 from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from astra_verl.eval import results
+from env_registry.families.bfcl_package import bfcl_module
 
 RESULTS_VERSION = 1
 STYLES = ("fc", "prompting")
@@ -71,7 +73,13 @@ def missing_packages() -> list[str]:
 
 
 class BfclSingleError(RuntimeError):
-    """The checker could not run at all (sandbox configuration), not a verdict on the model."""
+    """The checker could not run at all (sandbox configuration), not a verdict on the model: a bug
+    in how the pool was configured, kept with its traceback."""
+
+
+class BfclSingleUserError(UserError):
+    """The entries asked for (--ids), the results file (--out) or the installed bfcl-eval data
+    cannot serve the run; the message says what to change."""
 
 
 @dataclass(frozen=True)
@@ -85,10 +93,9 @@ class SingleEntry:
 
 
 def _bfcl_utils():
-    """bfcl_eval's data helpers (imported on use: the CLI's --help must not pay for them)."""
-    from bfcl_eval import utils
-
-    return utils
+    """bfcl_eval's data helpers (imported on use: the CLI's --help must not pay for them; through
+    `bfcl_module`, so bfcl_eval makes no folders inside site-packages)."""
+    return bfcl_module("bfcl_eval.utils")
 
 
 def parse_categories(text: str) -> list[str]:
@@ -114,7 +121,9 @@ def _category_entries(category: str) -> list[SingleEntry]:
     plain = utils.load_dataset_entry(category, include_prereq=False, include_language_specific_hint=False)
     answers = None if category in RELEVANCE else utils.load_ground_truth_entry(category)
     if answers is not None and len(answers) != len(shown):
-        raise BfclSingleError(f"{category}: {len(shown)} entries but {len(answers)} answers in bfcl-eval's data")
+        raise BfclSingleUserError(
+            f"{category}: {len(shown)} entries but {len(answers)} answers in bfcl-eval's data; reinstall it: {INSTALL}"
+        )
     out = []
     for i, (entry, bare) in enumerate(zip(shown, plain, strict=True)):
         out.append(
@@ -160,7 +169,9 @@ def load_entries(
     if wanted is not None:
         missing = wanted - {e.id for e in out}
         if missing:
-            raise BfclSingleError(f"no such entries in {', '.join(categories)}: {sorted(missing)[:10]}")
+            raise BfclSingleUserError(
+                f"no such entries in {', '.join(categories)}: {sorted(missing)[:10]}; check --ids and --categories"
+            )
     return out
 
 
@@ -169,13 +180,14 @@ def load_entries(
 
 def request(entry: SingleEntry, style: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
     """(messages, tools) of the entry's request as BFCL's OpenAI chat-completions handler builds it."""
-    from bfcl_eval.constants.enums import ModelStyle
-    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
-    from bfcl_eval.model_handler import utils as handler_utils
+    enums = bfcl_module("bfcl_eval.constants.enums")
+    type_mappings = bfcl_module("bfcl_eval.constants.type_mappings")
+    handler_utils = bfcl_module("bfcl_eval.model_handler.utils")
 
     turn = copy.deepcopy(entry.question[0])
     if style == "fc":
-        tools = handler_utils.convert_to_tool(entry.functions, GORILLA_TO_OPENAPI, ModelStyle.OPENAI_COMPLETIONS)
+        style_ = enums.ModelStyle.OPENAI_COMPLETIONS
+        tools = handler_utils.convert_to_tool(entry.functions, type_mappings.GORILLA_TO_OPENAPI, style_)
         return turn, tools
     if style == "prompting":
         messages = handler_utils.system_prompt_pre_processing_chat_model(turn, copy.deepcopy(entry.functions), entry.id)
@@ -235,7 +247,7 @@ class ResultsFile(results.ResultsFile):
         other = seen - {(style, model)}
         if other:
             s, m = sorted(other, key=str)[0]
-            raise BfclSingleError(
+            raise BfclSingleUserError(
                 f"{self.path} holds results of model {m!r} in style {s!r}, not {model!r} in {style!r}; "
                 "pass another --out"
             )

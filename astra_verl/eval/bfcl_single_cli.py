@@ -102,10 +102,6 @@ def run_dir(args: argparse.Namespace) -> Path:
     return Path(args.out or Path("runs") / "bfcl_single" / re.sub(r"[^\w.-]+", "_", name))
 
 
-def interrupted(args: argparse.Namespace) -> str:
-    return f"scored entries are saved in {run_dir(args) / 'results.jsonl'}; rerun the same command to run only the rest"
-
-
 def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids: set[str]) -> None:
     """Print and write (table.md, bfcl_single.png) the per-category table and BFCL's aggregates."""
     from astra_verl.eval import bfcl_single_report as rep
@@ -126,17 +122,14 @@ def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids
 
 
 def _selection(args: argparse.Namespace, out: Path) -> tuple[list[Any], Any]:
-    """The entries to run and the run's results file (usage errors name what to change)."""
-    from astra_foundation.clikit import UsageError
+    """The entries to run and the run's results file (their user errors, `BfclSingleUserError` and
+    `ResultsFileError`, name what to change; anything else is a bug and keeps its traceback)."""
     from astra_verl.eval import bfcl_single as bs
 
     ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
-    try:
-        entries = bs.load_entries(args.categories, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
-        results = bs.ResultsFile(out / "results.jsonl")
-        results.check_run(args.style, model_name(args))
-    except (bs.BfclSingleError, ValueError) as exc:
-        raise UsageError(str(exc)) from None
+    entries = bs.load_entries(args.categories, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
+    results = bs.ResultsFile(out / "results.jsonl")
+    results.check_run(args.style, model_name(args))
     return entries, results
 
 

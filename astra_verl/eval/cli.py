@@ -129,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         only=SERVED,
         from_env=False,
+        shared=("concurrency",),  # episodes in flight, each one request at a time
     )
     run.add_argument(
         "--holdout-message",
@@ -451,19 +452,24 @@ COMMANDS = {
 }
 
 
-def _interrupted(args: argparse.Namespace) -> str:
+def _saved(args: argparse.Namespace) -> str | None:
+    """What a resumable command keeps when interrupted (its results file; a rerun runs only the
+    rest), None for a command that starts again."""
     if args.command == "bfcl-single":
-        return bfcl_single_cli.interrupted(args)
+        return f"scored entries are saved in {bfcl_single_cli.run_dir(args) / 'results.jsonl'}"
     if args.command == "bfcl":
-        where = run_dir(args) / "results.jsonl"
-        return f"scored entries are saved in {where}; rerun the same command to run only the rest"
-    return "rerun the same command to start again"
+        return f"scored entries are saved in {run_dir(args) / 'results.jsonl'}"
+    if args.command in ("envs", "tau"):  # their run directory's default needs the checkpoint's name
+        where = f"{args.out}/results.jsonl" if args.out else "the run directory's results.jsonl"
+        return f"scored episodes are saved in {where}"
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    return run_cli(lambda: _run(args), interrupted=_interrupted(args))
+    saved = _saved(args)
+    return run_cli(lambda: _run(args), resumes=saved is not None, saved=saved or "")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
+from astra_foundation.errors import UserError
 from astra_foundation.strict import RecordModel, describe
 from astra_verl.eval import plotting
 
@@ -56,8 +57,9 @@ class TauResult(RecordModel):
     elapsed_s: float
 
 
-class ReportError(ValueError):
-    """A results record that is not a `TauResult` (not written by `eval tau`, or by an older one)."""
+class ReportError(UserError):
+    """A results record that is not a `TauResult` (not written by `eval tau`, or by an older one):
+    the message names the record and says to rerun into a fresh --out."""
 
 
 def read_results(records: Iterable[dict[str, Any]]) -> list[TauResult]:

@@ -95,7 +95,7 @@ def _show(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _command(args))
+    return run_cli(lambda: _command(args), resumes=False)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _convert(args), interrupted="rerun the same command to build the checkpoint")
+    return run_cli(lambda: _convert(args), resumes=False)
 
 
 def _convert(args: argparse.Namespace) -> int:

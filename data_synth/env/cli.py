@@ -108,7 +108,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sandbox-workers", type=int, default=None, help="warm sandbox workers (default min(4, CPUs))")
     g.add_argument("--call-timeout", type=float, help="seconds per tool call in the sandbox (default 5)")
     refuse_renamed(p, "--sandbox-call-timeout", "--call-timeout", "one name for the sandbox's per-call limit")
-    add_llm_arguments(p)
+    add_llm_arguments(p, shared=("concurrency",))  # records in flight cap the client's requests
 
 
 def _decompose_args(p: argparse.ArgumentParser) -> None:
@@ -319,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return run_cli(
         lambda: _loaded_command(args),
-        interrupted="finished records are saved; rerun the same command to continue",
+        resumes=True,
+        saved="finished records are saved",
     )
 
 

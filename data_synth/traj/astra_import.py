@@ -477,7 +477,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _import(args))
+    return run_cli(lambda: _import(args), resumes=False)  # one parquet, written at the end
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     return run_cli(
         lambda: _command(args),
-        interrupted="finished records are saved; rerun the same command to continue",
+        resumes=True,
+        saved="finished records are saved",
     )
 
 

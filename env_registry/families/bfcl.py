@@ -38,7 +38,6 @@ import importlib
 import importlib.metadata
 import inspect
 import json
-import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -52,6 +51,7 @@ from astra_foundation.errors import UserError
 from astra_foundation.strict import RecordModel
 from env_registry.export import ExportConfig, count_prompt_tokens, tool_schemas, write_parquet
 from env_registry.export import export_rows as registry_rows
+from env_registry.families.bfcl_package import bfcl_module
 from env_registry.families.bfcl_tools import description, parameters_schema, wrapper_source
 from env_registry.family_rules import FamilyRules, ReplayCall
 from env_registry.rows import RowInfo
@@ -76,13 +76,7 @@ def bfcl_version() -> str:
 
 
 def _bfcl_utils():
-    # bfcl_eval.constants.eval_config creates result/score/lock directories under
-    # BFCL_PROJECT_ROOT on import, by default inside site-packages: point it at a cache dir.
-    os.environ.setdefault("BFCL_PROJECT_ROOT", str(Path.home() / ".cache" / "astra_verl" / "bfcl"))
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    import bfcl_eval.utils
-
-    return bfcl_eval.utils
+    return bfcl_module("bfcl_eval.utils")
 
 
 @dataclass(frozen=True)
@@ -170,15 +164,12 @@ def method_classes(involved_classes: Sequence[str]) -> dict[str, str]:
 
 @lru_cache(maxsize=256)
 def _method_classes(involved_classes: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.eval_config import MULTI_TURN_FUNC_DOC_PATH
-
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.executable_backend_config import MULTI_TURN_FUNC_DOC_FILE_MAPPING
+    doc_path = bfcl_module("bfcl_eval.constants.eval_config").MULTI_TURN_FUNC_DOC_PATH
+    doc_files = bfcl_module("bfcl_eval.constants.executable_backend_config").MULTI_TURN_FUNC_DOC_FILE_MAPPING
 
     owner: dict[str, str] = {}
     for class_name in involved_classes:
-        path = MULTI_TURN_FUNC_DOC_PATH / MULTI_TURN_FUNC_DOC_FILE_MAPPING[class_name]
+        path = doc_path / doc_files[class_name]
         with open(path, encoding="utf-8") as f:
             for line in f:
                 if line.strip():
@@ -188,9 +179,7 @@ def _method_classes(involved_classes: tuple[str, ...]) -> tuple[tuple[str, str],
 
 def entry_spec(entry: BfclEntry, version: str | None = None) -> EnvSpec:
     """The environment of one entry (see the module docstring)."""
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
-
+    class_modules = bfcl_module("bfcl_eval.constants.executable_backend_config").CLASS_FILE_PATH_MAPPING
     owner = method_classes(entry.involved_classes)
     tools = []
     for doc in entry.all_functions():
@@ -206,7 +195,7 @@ def entry_spec(entry: BfclEntry, version: str | None = None) -> EnvSpec:
                 source=wrapper_source(
                     entry_id=entry.id,
                     class_name=class_name,
-                    module=CLASS_FILE_PATH_MAPPING[class_name],
+                    module=class_modules[class_name],
                     method=name,
                     config=entry.initial_config.get(class_name, {}),
                     long_context=entry.long_context,
@@ -233,10 +222,8 @@ class ReplayError(ValueError):
 
 @lru_cache(maxsize=256)
 def _parameters(class_name: str, method: str) -> tuple[str, ...]:
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.executable_backend_config import CLASS_FILE_PATH_MAPPING
-
-    cls = getattr(importlib.import_module(CLASS_FILE_PATH_MAPPING[class_name]), class_name)
+    class_modules = bfcl_module("bfcl_eval.constants.executable_backend_config").CLASS_FILE_PATH_MAPPING
+    cls = getattr(bfcl_module(class_modules[class_name]), class_name)
     params = inspect.signature(getattr(cls, method)).parameters
     return tuple(n for n in params if n != "self")
 

@@ -27,6 +27,8 @@ import copy
 import json
 from typing import Any
 
+from env_registry.families.bfcl_package import bfcl_module
+
 REGISTRY_MODULE = "_astra_bfcl_session"  # the per-session registry the wrappers share
 FLOAT_NOTE = " This is a float type value."
 
@@ -36,10 +38,7 @@ class BfclToolError(ValueError):
 
 
 def _type_map() -> dict[str, str]:
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.type_mappings import GORILLA_TO_OPENAPI
-
-    return GORILLA_TO_OPENAPI
+    return bfcl_module("bfcl_eval.constants.type_mappings").GORILLA_TO_OPENAPI
 
 
 def _cast_properties(properties: dict[str, Any], mapping: dict[str, str]) -> dict[str, Any]:
@@ -140,15 +139,14 @@ def wrapper_source(
     """The sandbox module of one tool (see the module docstring)."""
     if not method.isidentifier():
         raise BfclToolError(f"BFCL function name {method!r} is not a Python identifier")
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants.executable_backend_config import STATELESS_CLASSES
+    stateless = bfcl_module("bfcl_eval.constants.executable_backend_config").STATELESS_CLASSES
 
     return _WRAPPER.format(
         entry_id=entry_id,
         class_name=class_name,
         module=module,
         method=method,
-        stateless=class_name in STATELESS_CLASSES,
+        stateless=class_name in stateless,
         long_context=long_context,
         config=json.dumps(config, ensure_ascii=False),  # key order is state (e.g. `ls` lists in it)
         registry=REGISTRY_MODULE,

@@ -165,7 +165,7 @@ def test_a_missing_input_or_tokenizer_is_named_as_missing_and_never_looked_up_on
     assert not out.exists()
 
 
-def test_interrupt_says_how_to_continue(tmp_path, capsys, monkeypatch):
+def test_interrupt_says_whether_the_command_resumes(tmp_path, capsys, monkeypatch):
     import env_registry.commands.stats as stats
 
     def interrupted(args):
@@ -173,4 +173,10 @@ def test_interrupt_says_how_to_continue(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(stats, "cmd_stats", interrupted)
     assert main(["--store", str(tmp_path), "stats"]) == 130
-    assert "interrupted: finished work is saved; rerun the same command to continue" in capsys.readouterr().err
+    assert "interrupted: nothing of this run is kept; rerun the same command to start again" in capsys.readouterr().err
+    import env_registry.commands.generate as generate
+
+    monkeypatch.setattr(generate, "cmd_generate", interrupted)
+    assert main(["--store", str(tmp_path), "generate", "--n", "1"]) == 130
+    said = capsys.readouterr().err
+    assert "the environments added so far are in the store; rerun the same command to resume" in said
