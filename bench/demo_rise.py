@@ -20,20 +20,18 @@ import argparse
 import concurrent.futures
 import contextlib
 import json
-import math
 import os
 import sys
 import time
 from pathlib import Path
 
+from astra_foundation.stats import mean_se
 from astra_verl import demo
 
 
 def summarize(rises: list[float]) -> tuple[float, float, int]:
-    """(mean, standard error over seeds, how many positive)."""
-    n = len(rises)
-    mean = sum(rises) / n
-    se = math.sqrt(sum((r - mean) ** 2 for r in rises) / (n - 1) / n) if n > 1 else float("nan")
+    """(mean, standard error over seeds (`astra_foundation.stats`: NaN for one seed), how many positive)."""
+    mean, se = mean_se(rises)
     return mean, se, sum(r > 0 for r in rises)
 
 

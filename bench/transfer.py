@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
-import learning  # noqa: E402
+import learning_stages as stages  # noqa: E402
 import pandas as pd  # noqa: E402
 import transfer_table as tt  # noqa: E402
 
@@ -250,7 +250,7 @@ def measure(
     if data:
         heldout = out / "heldout" / label
         reused = all((heldout / split / "manifest.json").exists() for split in data)
-        _, rows, s = learning.evaluate(learning.REAL, model, data, heldout, label)
+        _, rows, s = stages.evaluate(stages.REAL, model, data, heldout, label)
         result["heldout"], seconds["heldout"] = rows, (s, reused)
     result["seconds"] = seconds
     return result
@@ -377,8 +377,8 @@ class NoToolModel:
     def folder(self) -> str:  # its SFT run under <out>/learning/
         return "seed0-" + self.key.removeprefix("sft_")
 
-    def tier(self) -> learning.Tier:
-        return replace(learning.REAL, sft_mixing=self.mixing, no_tool_share=self.share)
+    def tier(self) -> stages.Tier:
+        return replace(stages.REAL, sft_mixing=self.mixing, no_tool_share=self.share)
 
 
 def no_tool_models(args: argparse.Namespace) -> list[NoToolModel]:
@@ -401,9 +401,9 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
     root = out / "learning"
     root.mkdir(parents=True, exist_ok=True)
     # the SFT models train from the base that is measured: `--base-model`, else SmolLM2
-    model = Path(args.base_model).resolve() if args.base_model else learning.build_model(learning.REAL, 0, root)
-    data = learning.build_data(learning.REAL, model, root)
-    variants = {"sft": (learning.REAL, "seed0"), **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)}}
+    model = Path(args.base_model).resolve() if args.base_model else stages.build_model(stages.REAL, 0, root)
+    data = stages.build_data(stages.REAL, model, root)
+    variants = {"sft": (stages.REAL, "seed0"), **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)}}
     names = labels(args)
     checkpoints, lines = {}, []
     for name, (tier, folder) in variants.items():
@@ -411,9 +411,9 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
             continue
         seed_dir = root / folder
         seed_dir.mkdir(exist_ok=True)
-        demos = learning.build_demonstrations(tier, model, root)
+        demos = stages.build_demonstrations(tier, model, root)
         reused = (seed_dir / "sft.seconds").exists()
-        checkpoints[name], seconds, steps = learning.sft(tier, 0, model, demos, seed_dir)
+        checkpoints[name], seconds, steps = stages.sft(tier, 0, model, demos, seed_dir)
         line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps on {demos.name}"
         lines.append(line + f" ({len(pd.read_parquet(demos))} conversations), {seconds:.0f} s" + (" (reused)" if reused else ""))  # fmt: skip
     return model, checkpoints, data, lines
@@ -481,17 +481,15 @@ def main(argv: list[str] | None = None) -> int:
     train_lines: list[str] = []
     budget = args.max_model_len - args.max_tokens
     if args.multi_turn_count:  # the base model's tokenizer only: nothing trained, nothing served
-        base = Path(args.base_model) if args.base_model else learning.build_model(learning.REAL, 0, out / "learning")
+        base = Path(args.base_model) if args.base_model else stages.build_model(stages.REAL, 0, out / "learning")
         print(multi_turn_summary(multi_turn_fits(base.resolve(), out / "bfcl_multi", budget), budget))
         return 0
     if args.checkpoint:
         models: dict[str, Path | None] = {"sft": Path(args.checkpoint).resolve()}
         base = (
-            Path(args.base_model).resolve()
-            if args.base_model
-            else learning.build_model(learning.REAL, 0, out / "learning")
+            Path(args.base_model).resolve() if args.base_model else stages.build_model(stages.REAL, 0, out / "learning")
         )
-        data = learning.build_data(learning.REAL, base, out / "learning")
+        data = stages.build_data(stages.REAL, base, out / "learning")
     else:
         base, models, data, train_lines = train(out, args)
     data = {} if args.no_heldout else data

@@ -16,21 +16,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from astra_foundation.stats import format_mean_se, mean_se
+
 SIMPLE = ("simple_python", "simple_java", "simple_javascript")
 NON_LIVE_OTHER = ("multiple", "parallel", "parallel_multiple")
 LIVE_AST = ("live_simple", "live_multiple", "live_parallel", "live_parallel_multiple")
 IRRELEVANCE = ("irrelevance", "live_irrelevance")
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (NaN SE below 2 values)."""
-    if not values:
-        return float("nan"), float("nan")
-    mean = sum(values) / len(values)
-    if len(values) < 2:
-        return mean, float("nan")
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
-    return mean, math.sqrt(var / len(values))
 
 
 @dataclass
@@ -114,10 +105,7 @@ def _cell(value: float, scale: float) -> str:
 
 
 def _diff(cell: tuple[float, float], scale: float) -> str:
-    mean, se = cell
-    if math.isnan(mean):
-        return "n/a"
-    return f"{scale * mean:+.1f}" + ("" if math.isnan(se) else f" ± {scale * se:.1f}")
+    return format_mean_se(cell, "+.1f", scale=scale)
 
 
 def format_table(rows: Sequence[Row], base: str, labels: Mapping[str, str]) -> str:

@@ -3,7 +3,8 @@
 Per group of episodes (all, then by domain, scenario type and hop count):
 
     F1        mean trajectory F1, ± its standard error over rows (a row's samples averaged first:
-              the row is the unit that was drawn; with one sample per row this is the plain SE)
+              the row is the unit that was drawn; with one sample per row this is the plain SE; one row:
+              "no SE", `astra_foundation.stats`)
     solved    solved sub-questions / sub-questions
     turns     assistant turns per episode
     calls     tool calls per episode (every attempt, invalid ones included)
@@ -20,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from astra_foundation.stats import format_mean_se, mean_se
 from astra_verl.eval import plotting
 from astra_verl.eval.envs import EnvEpisode  # noqa: E402
 
@@ -43,18 +45,6 @@ class GroupScore:
     invalid_rate: float
     distractor_rate: float
     answer_rate: float
-
-
-def mean_se(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean (0 for fewer than two values)."""
-    n = len(values)
-    if n == 0:
-        return 0.0, 0.0
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(var / n)
 
 
 def score_group(name: str, episodes: Sequence[EnvEpisode]) -> GroupScore:
@@ -95,7 +85,7 @@ HEADER = f"{'':<22} {'rows':>5} {'F1':>13} {'solved':>7} {'turns':>6} {'calls':>
 
 
 def format_row(g: GroupScore) -> str:
-    f1 = f"{g.f1:.3f}±{g.f1_se:.3f}"
+    f1 = format_mean_se((g.f1, g.f1_se), sep="±")  # one row: "(no SE)"
     return (
         f"{g.name:<22} {g.rows:>5} {f1:>13} {g.solved_rate:>7.3f} {g.turns:>6.2f} {g.calls:>6.2f} "
         f"{g.invalid_rate:>8.3f} {g.distractor_rate:>7.3f} {g.answer_rate:>7.3f}"
@@ -117,11 +107,13 @@ def plot(summary: dict[str, list[GroupScore]], title: str, path: Path) -> Path:
     for ax, breakdown in zip(axes[0], BREAKDOWNS, strict=True):
         groups = summary[breakdown]
         xs = range(len(groups))
-        ax.bar([x - 0.2 for x in xs], [g.f1 for g in groups], 0.4, yerr=[g.f1_se for g in groups], label="F1")
+        se = [0.0 if math.isnan(g.f1_se) else g.f1_se for g in groups]  # one row: no error bar
+        ax.bar([x - 0.2 for x in xs], [g.f1 for g in groups], 0.4, yerr=se, label="F1")
         ax.bar([x + 0.2 for x in xs], [g.invalid_rate for g in groups], 0.4, label="invalid-call rate")
         ax.set_xticks(list(xs), [f"{g.name}\n(n={g.rows})" for g in groups], fontsize=8)
         ax.set_ylim(0, 1)
         ax.set_title(f"by {breakdown}")
     axes[0][0].legend(fontsize=8)
-    fig.suptitle(f"{title}: F1 {summary['all'][0].f1:.3f} ± {summary['all'][0].f1_se:.3f}")
+    top = summary["all"][0]
+    fig.suptitle(f"{title}: F1 {format_mean_se((top.f1, top.f1_se))}")
     return plotting.save(fig, path)

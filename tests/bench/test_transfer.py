@@ -174,8 +174,8 @@ def test_the_sft_models_train_from_the_base_model_given(tmp_path, monkeypatch):
         return demos
 
     for name, fn in [("build_model", build_model), ("sft", sft), ("build_data", build_data)]:
-        monkeypatch.setattr(transfer.learning, name, fn)
-    monkeypatch.setattr(transfer.learning, "build_demonstrations", build_demonstrations)
+        monkeypatch.setattr(transfer.stages, name, fn)
+    monkeypatch.setattr(transfer.stages, "build_demonstrations", build_demonstrations)
     base = tmp_path / "qwen"
     args = transfer.parse(["--base-model", str(base), "--models", "base,sft"])
     model, checkpoints, _, _ = transfer.train(tmp_path / "out", args)
