@@ -154,3 +154,13 @@ def compose_ppo(overrides: list[str]):
     OmegaConf.resolve(cfg)
     validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     return cfg
+
+
+def bfcl_func_doc_dir() -> Path:
+    """Where the installed bfcl-eval keeps its multi-turn function docs (`traj ingest` reads them in
+    place), through the guarded accessor: bfcl_eval's config makes folders when imported."""
+    from env_registry.families.bfcl_package import bfcl_module
+
+    path = Path(bfcl_module("bfcl_eval.constants.eval_config").MULTI_TURN_FUNC_DOC_PATH)
+    assert path.is_dir(), f"bfcl-eval is installed but has no {path}"
+    return path

@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Iterator
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -316,14 +315,6 @@ def build_server(src: SourceRecord, cfg: IngestConfig | None = None) -> Server:
         dropped_tools=dropped,
         warnings=warnings,
     )
-
-
-def bfcl_func_doc_dir() -> Path:
-    """Where the installed `bfcl-eval` package keeps its multi-turn function docs (used in place)."""
-    path = Path(str(files("bfcl_eval") / "data" / "multi_turn_func_doc"))
-    if not path.is_dir():
-        raise FileNotFoundError(f"bfcl-eval is installed but has no {path}")
-    return path
 
 
 def ingest(paths: Iterable[str | Path], **kwargs: Any) -> tuple[list[Server], list[tuple[SourceRecord, Reject]]]:

@@ -7,9 +7,10 @@ import asyncio
 import json
 import re
 
+from testkit import bfcl_func_doc_dir
+
 from data_synth.pipeline import read_envelopes, read_outputs
 from data_synth.traj.config import TrajConfig
-from data_synth.traj.ingest import bfcl_func_doc_dir
 from data_synth.traj.records import Chain, GraphRecord, Server
 from data_synth.traj.run import ContextFactory, Runner
 

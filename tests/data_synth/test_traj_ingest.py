@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from testkit import bfcl_func_doc_dir
 
-from data_synth.traj.ingest import IngestConfig, bfcl_func_doc_dir, build_server, detect_format, ingest, read_sources
+from data_synth.traj.ingest import IngestConfig, build_server, detect_format, ingest, read_sources
 from data_synth.traj.schema import SchemaRejected, normalize_parameters
 
 
@@ -142,6 +143,13 @@ def test_unknown_types_and_bad_schemas_are_rejected():
         normalize_parameters({"type": "object", "properties": {"x": {"type": "widget"}}})
     with pytest.raises(SchemaRejected, match="not valid JSON Schema"):
         normalize_parameters({"type": "object", "properties": {"x": {"type": "string", "minLength": "3"}}})
+
+
+def test_ingest_keeps_no_helper_only_tests_use():
+    """bfcl_func_doc_dir found BFCL's docs for the tests alone (#46 §3): it is tests/testkit's now."""
+    from data_synth.traj import ingest as module
+
+    assert not hasattr(module, "bfcl_func_doc_dir")
 
 
 def test_bfcl_func_docs_ingest_in_place():
