@@ -1,4 +1,4 @@
-"""Environment synthesis (docs/method.md §2): seeds -> QA traces -> verified, code-executable tool
+"""Environment synthesis (docs/method.md §2): input records -> QA traces -> verified, code-executable tool
 environments in an `env_registry` store, and verl parquet. CLI: `python -m data_synth env`.
 
 Steps (one module each): `decompose`, `necessity`, `verify` (+ select), `tools`, `merge`,

@@ -1,7 +1,7 @@
 """`python -m data_synth env <step> --out DIR ...`: environment synthesis (docs/method.md §2).
 
 Steps (each resumable: rerun the same command after a crash and it continues):
-  decompose  seeds (--mode, --input) -> QA instances with decomposition traces
+  decompose  input records (--mode, --input) -> QA instances with decomposition traces
   necessity  label each sub-question's tool necessity; drop illegitimate instances
   verify     four LLM judges -> quality; keep instances at or above the run's percentile
   tools      per tool-needing sub-question: schema, scaling, call, implementation, sandbox check
@@ -50,13 +50,13 @@ LLM_COMMANDS = {"decompose", "necessity", "verify", "tools", "merge", "run"}
 # Flag -> (section, key) of the settings (data_synth/env/config.py); a flag left out keeps the
 # value of --config, else the default. The `--no-...`/`--allow-...` switches turn a setting off.
 FLAG_SETTINGS: dict[str, tuple[str, str]] = {
-    "mode": ("seeds", "mode"),
-    "input": ("seeds", "input"),
-    "samples": ("seeds", "samples"),
-    "hops": ("seeds", "hops"),
-    "language": ("seeds", "language"),
-    "limit": ("seeds", "limit"),
-    "offset": ("seeds", "offset"),
+    "mode": ("inputs", "mode"),
+    "input": ("inputs", "input"),
+    "samples": ("inputs", "samples"),
+    "hops": ("inputs", "hops"),
+    "language": ("inputs", "language"),
+    "limit": ("inputs", "limit"),
+    "offset": ("inputs", "offset"),
     "judge_temperature": ("judge", "temperature"),
     "percentile": ("verify", "percentile"),
     "min_quality": ("verify", "min_quality"),
@@ -185,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="STEP")
     specs = {
-        "decompose": ("seeds -> QA with decomposition traces", [_decompose_args]),
+        "decompose": ("input records -> QA with decomposition traces", [_decompose_args]),
         "necessity": ("tool-necessity labels and legitimacy", [_judge_args]),
         "verify": ("four-way verification and the percentile threshold", [_judge_args, _verify_args]),
         "tools": ("tool synthesis with sandbox checks", [_tools_args]),
@@ -234,12 +234,12 @@ def check_inputs(args: argparse.Namespace, cfg: EnvConfig) -> EnvConfig:
     settings with --bundled-input resolved to the bundled sample's path (named like any input)."""
     creates = args.command in ("decompose", "run")
     check_run_dir(args.run_dir, PIPELINE, creates=creates, first="decompose")  # also refuses a traj run's
-    s = cfg.seeds
+    s = cfg.inputs
     if creates and getattr(args, "bundled_input", False) and s.mode:
         s = s.model_copy(update={"input": str(sample_input(s.mode, s.language))})
     if creates and (not s.mode or not s.input):
         raise UsageError(f"{args.command} needs --mode and --input FILE (or --bundled-input: the bundled sample input)")
-    return cfg.model_copy(update={"seeds": s})
+    return cfg.model_copy(update={"inputs": s})
 
 
 def make_run(args: argparse.Namespace, cfg: EnvConfig | None = None) -> EnvRun:

@@ -1,7 +1,8 @@
 """All settings of the environment pipeline, one model per step, readable from YAML
-(`python -m data_synth env run --config FILE`; a flag given on the command line wins over the file).
+(`python -m data_synth env run --config FILE --set SECTION.KEY=VALUE`; a flag given on the command
+line wins over both).
 
-    seeds:    {mode: domain, input: domains.jsonl, samples: 1, hops: "3..5", language: en, limit: null, offset: 0}
+    inputs:   {mode: domain, input: domains.jsonl, samples: 1, hops: "3..5", language: en, limit: null, offset: 0}
     judge:    {temperature: 0.0}                         # necessity labels and the four verify judges
     verify:   {percentile: 90.0, min_quality: 0.0}       # the select threshold
     tools:    {inner_retries: 5, outer_retries: 15, complexity_scaling: true, require_grounded_values: true}
@@ -25,8 +26,11 @@ from data_synth.env.records import Mode
 from data_synth.pipeline.settings import PipelineSettings
 
 
-class SeedSettings(StrictModel):
-    section = "env config: seeds"
+class InputSettings(StrictModel):
+    """The input records decompose reads (ASTRA's "seeds": a domain, a context passage, a question,
+    a taxonomy leaf; the section was named `seeds`, a word every other command uses for a random seed)."""
+
+    section = "env config: inputs"
     mode: Mode | None = None
     input: str | None = None  # domains/context/questions .jsonl or a taxonomy .json
     samples: int = 1  # tasks drawn per input
@@ -80,7 +84,8 @@ class SandboxSettings(StrictModel):
 class EnvConfig(PipelineSettings):
     section = "env config"
 
-    seeds: SeedSettings = Field(default_factory=SeedSettings)
+    renamed = {"seeds": "inputs"}  # old section -> new: refused, naming the new one
+    inputs: InputSettings = Field(default_factory=InputSettings)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     verify: SelectSettings = Field(default_factory=SelectSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)

@@ -5,7 +5,7 @@ Every step reads the previous step's outputs from the run directory and appends 
 there (`<run_dir>/env.<step>[.shard-I-of-N].jsonl`), so any step, or `run`, can be killed and
 rerun: finished records are skipped, unfinished ones (and `error` ones) are redone.
 
-    env.decompose  seeds.jsonl (from seeds.input)    env.necessity  env.decompose outputs
+    env.decompose  seeds.jsonl (from inputs.input)    env.necessity  env.decompose outputs
     env.verify     env.necessity outputs             env.select     env.verify outputs (a barrier:
                                                                     the percentile needs every score)
     env.tools      env.select outputs                env.merge      env.tools outputs
@@ -76,7 +76,7 @@ class EnvRun:
     shard: Shard = field(default_factory=lambda: Shard(0, 1))
     progress: bool = True
     ray_workers: int = 0  # > 0: the LLM steps run on Ray actors
-    sample: bool = False  # seeds.input is the bundled sample (said so in the seeds line)
+    sample: bool = False  # inputs.input is the bundled sample (said so in the seeds line)
     timings: dict[str, float] = field(default_factory=dict)  # seconds per phase of `synthesize`
     stats: list[RunStats] = field(default_factory=list)  # what each step did in this invocation
     input_problems: list[str] = field(default_factory=list)  # input lines rejected by load_seeds
@@ -132,9 +132,9 @@ class EnvRun:
             self._report(stats)
 
     def load_inputs(self) -> list[Seed]:
-        """The seeds of seeds.input (read once; raises SeedError when there are none)."""
+        """The seeds (input records) of inputs.input (read once; raises SeedError when there are none)."""
         if self._seeds is None:
-            s = self.cfg.seeds
+            s = self.cfg.inputs
             self._seeds = load_seeds(
                 s.mode,
                 s.input,
@@ -148,11 +148,12 @@ class EnvRun:
         return self._seeds
 
     def seeds(self) -> list[Seed]:
-        s = self.cfg.seeds
+        s = self.cfg.inputs
         seeds = self.load_inputs()
         save_seeds(self.run_dir, seeds)
         print(
-            f"{len(seeds)} seeds from {s.input} ({s.mode} mode{', bundled sample' if self.sample else ''})", flush=True
+            f"{len(seeds)} input records from {s.input} ({s.mode} mode{', bundled sample' if self.sample else ''})",
+            flush=True,
         )
         for problem in self.input_problems[:10]:
             print(f"rejected input line {problem}", flush=True)
@@ -242,7 +243,7 @@ class EnvRun:
         """What decides each of the command's steps' records (see data_synth.pipeline.manifest)."""
         cfg, model = self.cfg, {"llm_model": answered_by(self.factory.llm)}
         judge = {**model, "judge_temperature": cfg.judge.temperature}
-        s, t = cfg.seeds, cfg.tools
+        s, t = cfg.inputs, cfg.tools
         table = {
             "env.decompose": lambda: {
                 **model,

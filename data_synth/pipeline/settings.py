@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
@@ -20,10 +20,15 @@ S = TypeVar("S", bound="PipelineSettings")
 
 
 class PipelineSettings(StrictModel):
+    renamed: ClassVar[dict[str, str]] = {}  # a section's old name -> its new one (refused, naming the new)
+
     @classmethod
     def from_dict(cls: type[S], raw: dict[str, Any] | None) -> S:
         """Each section read by its own model (its errors name it), then the whole (unknown sections refused)."""
         built = {}
+        for old in set(raw or {}) & set(cls.renamed):
+            new = cls.renamed[old]
+            raise SettingsError(f"settings section {old!r} is now {new!r}: rename it (--set {new}.KEY=VALUE)")
         for name, value in dict(raw or {}).items():
             model = cls.model_fields[name].annotation if name in cls.model_fields else None
             is_section = isinstance(model, type) and issubclass(model, StrictModel)

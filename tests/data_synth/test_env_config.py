@@ -79,7 +79,7 @@ def test_the_file_and_the_same_flags_record_the_same_settings_and_resume_each_ot
     assert env_main(["necessity", "--out", str(by_flags), "--judge-temperature", "0.3", *ENV_DRY]) == 0
     config = tmp_path / "env.yaml"
     seeds = {"mode": "domain", "input": str(domains), "samples": 2, "hops": "2..3"}
-    config.write_text(yaml.safe_dump({"seeds": seeds, "judge": {"temperature": 0.3}}))
+    config.write_text(yaml.safe_dump({"inputs": seeds, "judge": {"temperature": 0.3}}))
     for command in ("decompose", "necessity"):
         assert env_main([command, "--out", str(by_file), "--config", str(config), *ENV_DRY]) == 0
     assert _settings(by_flags) == _settings(by_file)
@@ -91,6 +91,16 @@ def test_the_file_and_the_same_flags_record_the_same_settings_and_resume_each_ot
         assert env_main([command, "--out", str(by_flags), "--config", str(config), *ENV_DRY]) == 0
         assert f"env.{command}: 0 processed (0 ok, 0 rejected, 0 error), 4 already done" in capsys.readouterr().out
     # Another value in the file is refused like another flag would be.
-    config.write_text(yaml.safe_dump({"seeds": {**seeds, "samples": 3}}))
+    config.write_text(yaml.safe_dump({"inputs": {**seeds, "samples": 3}}))
     assert env_main(["decompose", "--out", str(by_flags), "--config", str(config), *ENV_DRY]) == 2
     assert "samples: 2 -> 3" in capsys.readouterr().err
+
+
+def test_the_input_records_section_is_inputs_and_the_old_name_is_refused(tmp_path):
+    """`seeds` named the input records here and a random seed everywhere else (#46 §3)."""
+    from astra_foundation.strict import SettingsError
+    from data_synth.env.config import EnvConfig
+
+    assert EnvConfig.from_dict({"inputs": {"mode": "domain"}}).inputs.mode == "domain"
+    with pytest.raises(SettingsError, match="settings section 'seeds' is now 'inputs'"):
+        EnvConfig.from_dict({"seeds": {"mode": "domain"}})
