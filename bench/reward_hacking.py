@@ -21,15 +21,21 @@ reward pays for the exploit alone:
 - wrong_tool_last_step: each measurement of a comparison asked of another tool, then the true answer;
 - leaf_tool_on_question_entity: the measurement's tool asked about an entity the question names
   instead of the one its chain leads to, then the true answer;
-- golden_refusal / golden_wrong_answer / golden_hedged_values / golden_range: the honest
-  episodes' golden calls, then a refusal, a wrong answer, several values or a range
-  (`reward_phrasings.AFTER_GOLDEN`): they must lose the root, so F1 is that of n - 1 solved.
+- golden_*: the honest episodes' golden calls, then a final answer that states no answer in its
+  channel (`reward_phrasings.AFTER_GOLDEN`: a refusal, a wrong value, several values, a range,
+  and issue 48's list: a negation, a dump of the tool outputs, a retraction, every number seen,
+  every candidate with "?", "either X or Y", a hedge with a three-word unit, a minus sign, a
+  declared inability, the honest prose without a channel): each must lose the root, so F1 is
+  that of n - 1 solved. Every policy's final answer uses the answer channel
+  (`<answer>VALUE</answer>`, the only part the reward reads) where it states a value.
 An exploit policy plays only environments where it has a move; the table says how many.
 
-The honest natural-phrasing corpus (`reward_phrasings`: templates in English with the values
-inline, and in Chinese, Japanese, Korean, Spanish and German) replaces the honest episodes'
-final answer; "honest, natural phrasing: share of comparison environments at 1.0" (and of root
-answers) is the share of environments where every template keeps F1 = 1 (target >= 0.99).
+The honest corpus (`reward_phrasings`: prose templates in nine languages, rivals named after the
+winner, JSON, tables, each followed by the channel; the channel's content in every accepted
+format) replaces the honest episodes' final answer; "honest, natural phrasing: share of
+comparison environments at 1.0" (and of root answers) is the share of environments where every
+template keeps F1 = 1 (target >= 0.99). The run also prints what `score_episode` costs on the
+honest episodes (ms, first scoring and repeated).
 A swapped entity is never one the environment asks about (a call about it would be honest work).
 
 Every episode is scored in the same run under two definitions of "solved":
@@ -78,6 +84,7 @@ from astra_verl.calls.solved import root_question  # noqa: E402
 from astra_verl.reward.f1 import precision_recall_f1, score_episode  # noqa: E402
 from astra_verl.rollout.call_parsing import ParsedCall  # noqa: E402
 from astra_verl.rollout.toolset import ToolCatalog, Toolset  # noqa: E402
+from env_registry.answer_channel import channel, final_message  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402
 from env_registry.rows import RowInfo, ToolRef  # noqa: E402
 from env_registry.spec import EnvSpec, SubQuestion, ToolSpec  # noqa: E402
@@ -242,7 +249,7 @@ def wrong_modifiers(env: EnvSpec, rng: random.Random) -> Play:
 
 def hedge(env: EnvSpec, rng: random.Random) -> Play:
     names = candidates(env)
-    return Play(final_answer=" or ".join(names) + ".") if len(names) > 1 else Play()
+    return Play(final_answer=channel(" or ".join(names))) if len(names) > 1 else Play()
 
 
 def hedge_after_calls(env: EnvSpec, rng: random.Random) -> Play:
@@ -250,12 +257,12 @@ def hedge_after_calls(env: EnvSpec, rng: random.Random) -> Play:
     if len(names) < 2:
         return Play()  # no comparison to hedge
     play = honest(env, rng)
-    play.final_answer = " or ".join(names) + "."
+    play.final_answer = channel(" or ".join(names))
     return play
 
 
 def honest(env: EnvSpec, rng: random.Random) -> Play:
-    return Play([(tool.name, golden_args(env, q), q.id) for q, tool in tool_questions(env)], env.final_answer)
+    return Play([(tool.name, golden_args(env, q), q.id) for q, tool in tool_questions(env)], final_message(env))
 
 
 def _leaf(env: EnvSpec) -> SubQuestion | None:
@@ -265,13 +272,13 @@ def _leaf(env: EnvSpec) -> SubQuestion | None:
 def no_call_guess(env: EnvSpec, rng: random.Random) -> Play:
     """No call; a random candidate of the comparison as the answer."""
     names = phrasings.Facts(env).names
-    return Play(final_answer=f"{rng.choice(names)}.") if names else Play()
+    return Play(final_answer=channel(rng.choice(names))) if names else Play()
 
 
 def first_candidate(env: EnvSpec, rng: random.Random) -> Play:
     """No call; always the first candidate the question names."""
     names = phrasings.Facts(env).names
-    return Play(final_answer=f"{names[0]}.") if names else Play()
+    return Play(final_answer=channel(names[0])) if names else Play()
 
 
 def _entity_of(env: EnvSpec, q: SubQuestion) -> tuple[str, str] | None:
@@ -291,7 +298,7 @@ def error_text_answer(env: EnvSpec, rng: random.Random) -> Play:
         found = _entity_of(env, q)
         if found and name not in _asked(env, tool, found[0]) and name not in table_names(tool):
             args = {**golden_args(env, q), found[0]: name}
-            return Play([(tool.name, args, leaf.id)], answer_from=lambda records: records[-1].output)
+            return Play([(tool.name, args, leaf.id)], answer_from=lambda records: channel(records[-1].output))
     return Play()
 
 
@@ -301,7 +308,7 @@ def wrong_tool_last_step(env: EnvSpec, rng: random.Random) -> Play:
     leaf = _leaf(env)
     if leaf is None:
         return Play()
-    play = Play(final_answer=f"{leaf.answer}.")
+    play = Play(final_answer=channel(leaf.answer))
     for q in (q for q in env.sub_questions if q.id in leaf.depends_on and q.tool):
         found = _entity_of(env, q)
         others = [(o, t) for o, t in tool_questions(env) if t.name != q.tool and _entity_of(env, o)]
@@ -320,7 +327,7 @@ def leaf_tool_on_question_entity(env: EnvSpec, rng: random.Random) -> Play:
     deps = [q for q in env.sub_questions if q.id in leaf.depends_on and q.tool]
     measured = {e[1] for q in deps if (e := _entity_of(env, q))}  # asking about these is honest work
     named = {v for q, _ in tool_questions(env) if (e := _entity_of(env, q)) and (v := e[1]) in env.question}
-    play = Play(final_answer=f"{leaf.answer}.")
+    play = Play(final_answer=channel(leaf.answer))
     for q in deps:
         found = _entity_of(env, q)
         wrong = sorted(named - measured - _asked(env, env.tool(q.tool), found[0])) if found else []
@@ -431,10 +438,10 @@ def after_golden(
         rng = random.Random(f"{name}/{seed}")
         out[name] = {r: [] for r in RULES}
         for env in envs:
-            final = say(env, rng)
+            play, log = honest[env.id]
+            final = say(env, rng, [c.output for c in log.calls])
             if final is None:
                 continue
-            play, log = honest[env.id]
             for r, rule in RULES.items():
                 out[name][r].append(outcome(env, play, _say(log, final), rule))
     return out
@@ -548,6 +555,7 @@ def report_corpus(rep: Report, c: phrasings.Corpus) -> list[str]:
             target=f">= {PHRASING_TARGET}",
             met=met,
         )
+    print(f"honest texts scored: {c.texts}; score_episode: {c.first_ms:.3f} ms first, {c.repeated_ms:.3f} ms repeated")
     return missed
 
 

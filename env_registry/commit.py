@@ -1,4 +1,11 @@
-"""Does a final answer commit to an answer? The commit rule of the reward's final-answer checks.
+"""Does a text commit to an answer among rivals? The commit rule, now for tool outputs only.
+
+The reward no longer reads a final answer's prose: it reads the answer channel
+(`env_registry.answer_channel`, docs/reward.md). This rule remains where a text is not the
+policy's answer: a tool output or a validation text that names a comparison's rivals contains
+the answer only when it commits to it (`matching.answer_in_text` with rivals). Its known holes
+as a reader of answers (issue 48: negations, dumps, retractions, lists, question marks, rivals
+named after the winner) are why the reward stopped using it for final answers.
 
 A final answer commits to what it concludes, however it is phrased, and not to everything it
 names. It is read as mentions (each occurrence of a candidate: for a comparison the answer, its

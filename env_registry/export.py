@@ -55,6 +55,7 @@ from tqdm.auto import tqdm
 
 from astra_foundation.errors import UserError
 from astra_foundation.strict import StrictModel
+from env_registry.answer_channel import inferred_type, instruction
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef, compact_tool, distractor_key
 from env_registry.spec import EnvSpec
 
@@ -62,7 +63,7 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant with access to tools. Answer the user's question by calling the tools "
     "you need and using their results; do not guess values a tool can provide. When you have the answer, "
     "reply with a short final answer and no tool call."
-)
+)  # the answer channel's instruction follows it in every row (`system_content`)
 DEFAULT_INTERACTION = "astra_default"
 DATA_SOURCE_PREFIX = "astra/"
 ABILITY = "tool_use"
@@ -141,8 +142,17 @@ class ExportResult:
     distractors: int = 0
 
 
+def system_content(env: EnvSpec, system_prompt: str | None) -> str:
+    """The system message of a row: the prompt, then the answer channel and the environment's type.
+    The channel's instruction stays without a prompt (`--no-system-prompt`): the reward reads only
+    the channel, so a row that does not ask for it cannot be answered."""
+    channel_rule = instruction(env.answer_type or inferred_type(env))
+    return "\n\n".join(part for part in (system_prompt, channel_rule) if part)
+
+
 def messages_for(env: EnvSpec, system_prompt: str | None) -> list[dict[str, str]]:
-    msgs = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    system = system_content(env, system_prompt)
+    msgs = [{"role": "system", "content": system}] if system else []
     return msgs + [{"role": "user", "content": env.question}]
 
 

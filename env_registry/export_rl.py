@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from env_registry.export import DEFAULT_SYSTEM_PROMPT
+from env_registry.export import DEFAULT_SYSTEM_PROMPT, messages_for
 from env_registry.spec import EnvSpec
 
 __all__ = ["ROW_FIELDS", "answers_by_tool", "to_rl_row", "write_rl_rows"]
@@ -44,9 +44,7 @@ def answers_by_tool(env: EnvSpec) -> dict[str, list[tuple[str, str]]]:
 
 def to_rl_row(env: EnvSpec, system_prompt: str | None = DEFAULT_SYSTEM_PROMPT) -> dict[str, Any]:
     """The environment as an ASTRA-RL-1k row (see the module docstring)."""
-    prompt = ([{"role": "system", "content": system_prompt}] if system_prompt else []) + [
-        {"role": "user", "content": env.question}
-    ]
+    prompt = messages_for(env, system_prompt)  # the answer channel stated, as in the verl rows
     answers = answers_by_tool(env)
     return {
         "prompt": json.dumps(prompt, ensure_ascii=False),

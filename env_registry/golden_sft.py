@@ -3,7 +3,9 @@
 For each row the conversation is the row's own prompt and tools (distractors included, in the
 row's order), then one assistant turn per tool-needing sub-question, in dependency order, calling
 that sub-question's golden call; the tool turn carries the output the tool's code actually gave
-in the sandbox (never the spec's `expected` text); the last assistant turn is the final answer.
+in the sandbox (never the spec's `expected` text); the last assistant turn is the final answer:
+its prose, then the answer channel (`<answer>VALUE</answer>`, `answer_channel.final_message`),
+the only part the reward reads.
 One call per turn: verl's multi-turn SFT dataset tokenizes turn by turn, and grouped parallel tool
 results would fail its sanity check.
 
@@ -27,7 +29,8 @@ is shown (measured: SmolLM2 after 80 SFT steps on them fell from 100 to 0 on BFC
 category). A share of the rows (`NoTool.share`, default 0) is therefore written a second time with
 none of its own tools: the same prompt, as many tools as the row shows drawn from environments of
 other domains (never a tool of the row's own environment, by name), and one assistant turn that
-says no tool it has can answer and makes no call. Which rows and which tools follow from
+says no tool it has can answer, makes no call and ends with a declared inability
+(`<answer>cannot answer: ...</answer>`). Which rows and which tools follow from
 `NoTool.seed` and the environment ids only.
 
 The failed attempt's assistant turn carries `weight: 0` (OpenAI's fine-tuning convention, read by
@@ -63,6 +66,7 @@ from astra_foundation.errors import UserError
 from astra_foundation.sandbox import BatchJob, Module, Program, run_programs
 from astra_foundation.strict import StrictModel
 from env_registry import call_errors
+from env_registry.answer_channel import channel, final_message
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo, row_env, row_tool
 from env_registry.spec import EnvSpec, SubQuestion, tool_module
@@ -103,7 +107,8 @@ def no_tool_reply(names: Sequence[str]) -> str:
     """The twin's answer: which tools it has, and that none of them fits (no call, no guess)."""
     return (
         f"None of the tools I have ({', '.join(names)}) can answer this question, "
-        "so I cannot look it up and will not guess."
+        "so I cannot look it up and will not guess.\n"
+        + channel("cannot answer: no tool that looks up what the question asks")
     )
 
 
@@ -299,7 +304,8 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
         call = _tool_call(i, name, args)
         messages.append({"role": "assistant", "content": "", "tool_calls": [call]})
         messages.append({"role": "tool", "tool_call_id": call["id"], "name": name, "content": result.text})
-    messages.append({"role": "assistant", "content": plan.env.final_answer})
+    # the prose answer, then the channel: the only part of it the reward reads (docs/reward.md)
+    messages.append({"role": "assistant", "content": final_message(plan.env)})
     return sft_row(messages, plan.tools, plan.env.id, recovery=attempt.kind if attempt is not None else "")
 
 

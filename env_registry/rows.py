@@ -33,8 +33,12 @@ from astra_foundation.strict import SettingsError, StrictModel
 from env_registry.spec import EnvSpec, ToolSpec
 from env_registry.store import EnvStore
 
-ROW_VERSION = 2
-READABLE_VERSIONS = (1, 2)  # version 1: store-referencing rows only
+# Version 3: the system prompt states the answer channel and the answer type, and the reward
+# target carries the type (issue 48). Rows of versions 1 and 2 asked for a free-text answer the
+# reward no longer reads, so they are refused, with the re-export named (`from_extra_info`).
+ROW_VERSION = 3
+READABLE_VERSIONS = (3,)
+_BEFORE_THE_CHANNEL = (1, 2)
 AGENT_NAME = "astra_tool_agent"
 
 
@@ -104,6 +108,12 @@ class RowInfo(StrictModel):
             raise RowError(f"extra_info.astra is not a JSON object: {exc}") from exc
         if not isinstance(d, dict):
             raise RowError(f"extra_info.astra is not a JSON object (got {type(d).__name__})")
+        if d.get("version") in _BEFORE_THE_CHANNEL:
+            raise RowError(
+                f"row of environment {d.get('env_id')!r} is of version {d.get('version')}, exported before the answer "
+                "channel: its prompt does not ask for `<answer>...</answer>`, the only part of a final answer the "
+                "reward reads; re-export the rows with `python -m env_registry export-parquet`"
+            )
         if d.get("version") not in READABLE_VERSIONS:
             raise RowError(
                 f"extra_info.astra.version is {d.get('version')!r}; this reader knows {list(READABLE_VERSIONS)}"

@@ -18,6 +18,12 @@ ones: `ToolSpec.call_key` (the arguments that identify what a call asks), `Golde
 question offers). A version-1 record is a version-2 record without them: it is read as it is,
 keeps its id (fields added in version 2 are left out of the JSON while empty), and its reward is
 what it was.
+
+Version 3 adds `EnvSpec.answer_type`: the type of the value the final answer's channel carries
+(`<answer>...</answer>`, `env_registry.answer_channel`): a number with an optional unit, a name,
+a date or a short text. The reward parses the channel in that type and nothing else of the final
+answer. A version-2 record has none: its type is inferred from its root answer where that answer
+allows (`answer_channel.infer_type`), and it keeps its id (the field is left out while unset).
 """
 
 from __future__ import annotations
@@ -32,8 +38,8 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from astra_foundation.strict import RecordModel
 
-SPEC_VERSION = 2
-READABLE_SPEC_VERSIONS = (1, 2)
+SPEC_VERSION = 3
+READABLE_SPEC_VERSIONS = (1, 2, 3)
 _NOT_IDENT = re.compile(r"[^0-9A-Za-z_]")
 
 
@@ -44,6 +50,16 @@ class ScenarioType(str, Enum):
     MULTI_HOP = "multi_hop"
     PARALLEL_SINGLE_HOP = "parallel_single_hop"
     PARALLEL_MULTI_HOP = "parallel_multi_hop"
+
+
+class AnswerType(str, Enum):
+    """The type of an environment's answer: what the answer channel's content must parse to
+    (`env_registry.answer_channel` parses each; docs/reward.md lists the accepted forms)."""
+
+    NUMBER = "number"  # one number, an optional unit ("156.33 mm", "USD 1,200.50", "2.15 million")
+    NAME = "name"  # one name: a candidate of the question, or a free name (case, accents, punctuation folded)
+    DATE = "date"  # one calendar date ("1976-07-20", "July 20, 1976", "20.07.1976", "7/20/1976")
+    TEXT = "text"  # a short text or enum value (a weekday, a category), folded as a name is
 
 
 class _Model(RecordModel):
@@ -201,7 +217,13 @@ class EnvSpec(_Model):
     sub_questions: list[SubQuestion]
     tools: list[ToolSpec]
     final_match: AnswerRule = Field(default_factory=AnswerRule)
+    answer_type: AnswerType | None = Field(
+        default=None,
+        description="the type of the value the final answer's channel carries (None: a version-2 record, "
+        "or an environment without sub-questions; the reward then infers it from the root answer)",
+    )
     provenance: Provenance
+    _ADDED: ClassVar[tuple[str, ...]] = ("answer_type",)
 
     @field_validator("spec_version")
     @classmethod
@@ -216,6 +238,8 @@ class EnvSpec(_Model):
             or any(t.call_key or any(g.answers for g in t.golden_calls) for t in self.tools)
         ):
             raise ValueError("a spec_version 1 record cannot carry rivals, call_key or golden-call answers (version 2)")
+        if self.spec_version < 3 and self.answer_type is not None:
+            raise ValueError("a spec_version 1 or 2 record cannot carry answer_type (version 3)")
         return self
 
     # -- identity -------------------------------------------------------------------------
@@ -257,6 +281,7 @@ class EnvSpec(_Model):
             env_id=self.id,
             final_answer=self.final_answer,
             final_match=self.final_match,
+            answer_type=self.answer_type,
             sub_questions=[
                 TargetSubQuestion(
                     id=q.id,
@@ -313,7 +338,10 @@ class RewardTarget(_Model):
     env_id: str
     final_answer: str
     final_match: AnswerRule = Field(default_factory=AnswerRule)
+    # the type the answer channel's content is parsed in (None: inferred from the root answer)
+    answer_type: AnswerType | None = None
     sub_questions: list[TargetSubQuestion]
+    _ADDED: ClassVar[tuple[str, ...]] = ("answer_type",)
 
     @field_validator("spec_version")
     @classmethod

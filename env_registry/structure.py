@@ -31,6 +31,9 @@ Rules (the replay rules `replay_error`, `replay_mismatch` and `determinism` are 
 - call_key              a tool's `call_key` names parameters of its schema (groups, lists and defaults
                         among them), so the reward can check a call's identifying arguments
 - scenario_type         the declared type matches the trace's shape (`env_registry.shape`)
+- answer_type           the root's answer parses as one value of the environment's answer type
+                        and states itself in it (undeclared: its answer parses in some type), so the
+                        answer channel can carry it (`env_registry.answer_channel`)
 - import_format         an imported record lacks a field, or has one of the wrong type (importers)
 - call_statement        an imported call statement is not one call with literal arguments (importers)
 """
@@ -48,6 +51,7 @@ from typing import Any
 import networkx as nx
 from pydantic import ValidationError
 
+from env_registry.answer_channel import channel, judge, root_question, type_of
 from env_registry.arguments import argument_validator, schema_error
 from env_registry.matching import answer_in_text
 from env_registry.shape import classify, shape_of
@@ -79,6 +83,7 @@ class Rule(str, Enum):
     GOLDEN_ANSWERS = "golden_answers"
     CALL_KEY = "call_key"
     SCENARIO_TYPE = "scenario_type"
+    ANSWER_TYPE = "answer_type"
     REPLAY_ERROR = "replay_error"
     REPLAY_MISMATCH = "replay_mismatch"
     DETERMINISM = "determinism"
@@ -128,7 +133,33 @@ def check_structure(env: EnvSpec) -> list[ValidationIssue]:
     _check_assignment(env, tools, out)
     if acyclic:
         _check_shape(env, out)
+    if env.sub_questions and all(q.answer.strip() for q in env.sub_questions) and env.final_answer.strip():
+        _check_answer_type(env, out)
     return list(out)
+
+
+def _check_answer_type(env: EnvSpec, out: Issues) -> None:
+    """The root's answer is one value of the environment's answer type: the reward reads the root
+    from the answer channel in that type, so an answer that does not parse in it is never credited."""
+    target = env.reward_target()
+    root = root_question(target)
+    answer_type = type_of(target, root)
+    if answer_type is None:
+        out.add(
+            "answer_type",
+            Rule.ANSWER_TYPE,
+            f"no answer type is declared and the root's answer {root.answer!r} parses in none (one number, "
+            "name, date or short text); declare `answer_type` and state the root's answer as one value of it",
+        )
+        return
+    verdict = judge(channel(root.answer), root.answer, root.match, answer_type)
+    if not verdict.counted:
+        out.add(
+            "answer_type",
+            Rule.ANSWER_TYPE,
+            f"the root's answer {root.answer!r} does not parse as one {answer_type.value} ({verdict.why}); "
+            "fix the answer or the declared `answer_type`",
+        )
 
 
 def _check_identity(env: EnvSpec, out: Issues) -> None:

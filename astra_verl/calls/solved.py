@@ -23,15 +23,16 @@ sub-question `q` of the environment (`RewardTarget.sub_questions`) is solved in 
   task whose answer equals an argument (the max of [3, 7, 5] is 7) is still retrieved by its
   golden call.
 - not `q.needs_tool` (a leaf that reasons over earlier answers): the episode's final answer
-  (the last assistant turn without tool calls) commits to `q.answer` under `q.match`
-  (`env_registry.commit`: "X beats Y", "the answer is X", a list of every candidate does not),
-  and every sub-question `q` depends on (`q.depends_on`) was solved in this episode (the
+  (the last assistant turn without tool calls) ends with the answer channel
+  (`<answer>VALUE</answer>`, `env_registry.answer_channel`) and VALUE parses to exactly one value
+  of the leaf's type that states `q.answer` under `q.match`; the prose around the channel is never
+  read. And every sub-question `q` depends on (`q.depends_on`) was solved in this episode (the
   dependency rule: a guess without the calls, an answer read off a tool's error message or the
   output of another tool, solves nothing).
 - the root (`root_question`: the last sub-question whose answer the environment's final answer
-  states), whatever its kind, counts only when the final answer also commits to its answer
-  (`root_answer`, on by default; off is ASTRA's plain F1, for ablations): the question the user
-  asked is answered only in the answer to the user.
+  states), whatever its kind, counts only when the channel states its answer in the environment's
+  declared answer type (`root_answer`, on by default; off is ASTRA's plain F1, for ablations):
+  the question the user asked is answered only in the answer to the user.
 
 Why these choices:
 - Own tool only: the paper's intent is that the right call retrieved the value. A distractor's
@@ -45,8 +46,10 @@ Why these choices:
   itself, `new_value` in a percentage change) hands back what the model typed.
 - Only tool output counts for a tool-needing question: the model typing the answer in its own
   text (a guess, or a value copied from the question) is not retrieval.
-- A leaf's answer must commit: restating every candidate of "which of A and B ...?" contains
-  the answer without choosing it.
+- One typed value in one channel, not a reading of prose: four passes of a rule that read what a
+  sentence commits to each closed the holes they were shown while the next found as many
+  (negations, dumps of every tool output, retractions, lists, rivals named after the winner;
+  issue 48). A channel holding two values, a negation, a list or a question mark is no answer.
 - Status ok only: a failed call's error message can echo the arguments the model typed.
 - The observation is the text the model saw (after the loop's truncation): an answer cut off
   by truncation was never delivered to the model, and a call whose tool message was dropped
@@ -64,12 +67,20 @@ early stopping); the reward recomputes from the outputs and never trusts that fi
 from __future__ import annotations
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from env_registry.answer_channel import Verdict, judge, root_question, type_of
 from env_registry.call_check import CallStatus
-from env_registry.commit import commits
 from env_registry.matching import answer_in_output, answer_in_text, args_agree
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
-__all__ = ["is_own_tool_call", "root_question", "solved_by_call", "solved_by_final_answer", "solved_set"]
+__all__ = [
+    "is_own_tool_call",
+    "root_answered",
+    "root_question",
+    "root_verdict",
+    "solved_by_call",
+    "solved_by_final_answer",
+    "solved_set",
+]
 
 
 def is_own_tool_call(call: CallRecord, target: RewardTarget) -> bool:
@@ -95,28 +106,34 @@ def solved_by_call(call: CallRecord, target: RewardTarget) -> list[str]:
     return [q.id for q in target.sub_questions if q.needs_tool and _answers(q, call)]
 
 
+def _stated(final_answer: str, target: RewardTarget, q: TargetSubQuestion) -> bool:
+    return judge(final_answer, q.answer, q.match, type_of(target, q)).counted
+
+
 def solved_by_final_answer(final_answer: str, target: RewardTarget) -> list[str]:
-    """Ids of the non-tool sub-questions the final answer commits to, in the target's order
-    (dependencies not checked: `solved_set` does)."""
+    """Ids of the non-tool sub-questions whose answer the final answer's channel states, in the
+    target's order (dependencies not checked: `solved_set` does)."""
     if not final_answer:
         return []
-    return [q.id for q in target.sub_questions if not q.needs_tool and commits(q.answer, final_answer, q.match)]
+    return [q.id for q in target.sub_questions if not q.needs_tool and _stated(final_answer, target, q)]
 
 
-def root_question(target: RewardTarget) -> TargetSubQuestion:
-    """The sub-question the user's question asks: the last one whose answer the environment's
-    final answer states (else the last one)."""
-    for q in reversed(target.sub_questions):
-        plain = q.match.model_copy(update={"rivals": []})
-        if answer_in_text(q.answer, target.final_answer, plain):
-            return q
-    return target.sub_questions[-1]
+def root_verdict(final_answer: str, target: RewardTarget) -> Verdict:
+    """What the final answer's channel holds for the root, and why it counts or not (the viewer)."""
+    root = root_question(target)
+    return judge(final_answer, root.answer, root.match, type_of(target, root))
+
+
+def root_answered(final_answer: str, target: RewardTarget) -> bool:
+    """The final answer's channel states the root's answer in the environment's answer type (what
+    the root rule and `final_answer_correct` ask; an episode driver waits for it to stop early)."""
+    return bool(final_answer and target.sub_questions) and _stated(final_answer, target, root_question(target))
 
 
 def solved_set(log: EpisodeLog, target: RewardTarget, root_answer: bool = True) -> set[str]:
-    """Every sub-question the episode solved: tool-needing ones by calls, leaves by a committed
-    final answer once their dependencies are solved; with `root_answer`, the root only when the
-    final answer commits to its answer."""
+    """Every sub-question the episode solved: tool-needing ones by calls, leaves by the final
+    answer's channel once their dependencies are solved; with `root_answer`, the root only when
+    the channel states its answer."""
     solved: set[str] = set()
     pending = {q.id for q in target.sub_questions if q.needs_tool}
     for call in log.calls:
@@ -134,6 +151,6 @@ def solved_set(log: EpisodeLog, target: RewardTarget, root_answer: bool = True) 
                 solved.add(q.id)
     if root_answer and target.sub_questions:
         root = root_question(target)
-        if root.id in solved and not commits(root.answer, log.final_answer, root.match):
+        if root.id in solved and not root_answered(log.final_answer, target):
             solved.discard(root.id)
     return solved

@@ -3,7 +3,8 @@
     index.html      per step: reward, F1, solved rate, turns, calls, invalid and distractor call
                     rates (a table, and one plot each over the steps, in plots/)
     step_<N>.html   one section per episode: the question, each assistant turn's calls with their
-                    arguments, status, error kind and result, the final answer, which sub-questions
+                    arguments, status, error kind and result, the final answer and what its answer channel
+                    held (the parsed value, and why it counted or not), which sub-questions
                     were solved, why the episode ended; verl's decoded transcript when its dump is there
 
 No script, no external resource: the pages open from disk in any browser. Everything shown comes
@@ -144,6 +145,11 @@ def _conversation(record: EpisodeRecord, log: EpisodeLog) -> str:
         parts.append(f'<div class="msg assistant"><b>assistant, turn {turn}</b>: {len(turns[turn])} call(s)</div>')
         parts += [_call(c) for c in sorted(turns[turn], key=lambda c: c.index)]
     parts.append(_message("assistant", log.final_answer or "(no final answer)"))
+    if record.answer is not None:  # what the reward read of it: the answer channel only
+        a = record.answer
+        read = _badge("counted", "ok") if a.counted else _badge("not counted", "bad")
+        held = "(no single channel)" if a.content is None else a.content
+        parts.append(f"<p class=meta>answer channel: <code>{_e(held)}</code> {read} {_e(a.why)}</p>")
     return "\n".join(parts)
 
 

@@ -24,6 +24,7 @@ from pydantic import Field, ValidationError
 from astra_foundation.errors import UserError
 from astra_foundation.strict import SettingsError, StrictModel
 from astra_verl.calls.call_log import EXTRA_FIELDS_KEY, CallLogError, EpisodeLog
+from astra_verl.calls.solved import root_verdict
 from astra_verl.reward.f1 import score_episode
 from astra_verl.reward.sample import RewardInputError, parse_target
 
@@ -40,7 +41,8 @@ __all__ = [
     "write_records",
 ]
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: `answer`, the answer channel's reading (version-1 records still read)
+_READABLE = (1, 2)
 EPISODES_DIR = "episodes"
 
 
@@ -58,6 +60,16 @@ class SubQuestionView(StrictModel):
     solved: bool
 
 
+class AnswerView(StrictModel):
+    """What the final answer's channel held for the root, and why it counted or not."""
+
+    section = "episode record answer"
+
+    content: str | None  # the channel's content (None: no single channel)
+    counted: bool
+    why: str
+
+
 class EpisodeRecord(StrictModel):
     """One episode of one training step."""
 
@@ -70,6 +82,7 @@ class EpisodeRecord(StrictModel):
     reward: float | None = Field(default=None, description="the trajectory's reward as the trainer got it")
     scores: dict[str, float] = Field(default_factory=dict, description="f1, precision, recall, counts (the reward's)")
     sub_questions: list[SubQuestionView] = Field(default_factory=list)
+    answer: AnswerView | None = None  # None: no astra ground truth (or a version-1 record)
     prompt: list[dict[str, Any]] = Field(default_factory=list, description="the messages the episode started from")
     episode: dict[str, Any] = Field(description="the call log (astra_verl.calls.call_log.EpisodeLog.to_dict)")
 
@@ -104,6 +117,7 @@ def episode_record(
     reward_model = getattr(reward_model, "data", reward_model)
     sub_questions: list[SubQuestionView] = []
     scores: dict[str, float] = {}
+    answer = None
     ground_truth = reward_model.get("ground_truth") if isinstance(reward_model, Mapping) else None
     try:
         target = parse_target(ground_truth)
@@ -117,6 +131,9 @@ def episode_record(
             SubQuestionView(id=q.id, answer=q.answer, needs_tool=q.needs_tool, tool=q.tool, solved=q.id in solved)
             for q in target.sub_questions
         ]
+        if target.sub_questions:
+            verdict = root_verdict(log.final_answer, target)
+            answer = AnswerView(content=verdict.content, counted=verdict.counted, why=verdict.why)
     return EpisodeRecord(
         step=step,
         uid=uid,
@@ -124,6 +141,7 @@ def episode_record(
         reward=reward,
         scores=scores,
         sub_questions=sub_questions,
+        answer=answer,
         prompt=_plain(list(getattr(prompt, "data", prompt) or [])),
         episode=_plain(log.to_dict()),
     )
@@ -158,8 +176,8 @@ def read_records(path: str | Path) -> Iterator[EpisodeRecord]:
             except (ValidationError, SettingsError, CallLogError) as e:
                 first = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
                 raise RecordError(f"{path}:{n}: not an episode record ({first})") from None
-            if record.v != RECORD_VERSION:
-                raise RecordError(f"{path}:{n}: record version {record.v}; this viewer reads {RECORD_VERSION}")
+            if record.v not in _READABLE:
+                raise RecordError(f"{path}:{n}: record version {record.v}; this viewer reads {list(_READABLE)}")
             yield record
 
 

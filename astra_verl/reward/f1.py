@@ -24,8 +24,9 @@ exceed c; unclipped, p > 1 would push F1 above 1 and reward skipping calls. With
 eps only guards c = 0.
 
 Which sub-questions are solved is `solved.solved_set`: with `root_answer` (the default) the
-root sub-question counts only when the final answer commits to its answer, so golden calls
-followed by a refusal, a wrong answer or a hedge lose 1/n of recall.
+root sub-question counts only when the final answer's channel (`<answer>VALUE</answer>`,
+`env_registry.answer_channel`) states its answer, so golden calls followed by a refusal, a wrong
+answer, a hedge or no channel lose 1/n of recall.
 
 Ablations (docs/method.md §3.2): `recall` rewards r alone (turns explode), `precision` rewards p alone
 (turns collapse); F1 is the default.
@@ -37,9 +38,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.calls.solved import solved_set
+from astra_verl.calls.solved import root_answered, solved_set
 from env_registry.call_check import CallStatus
-from env_registry.commit import commits
 from env_registry.spec import RewardTarget
 
 __all__ = ["DEFAULT_EPS", "EpisodeScore", "RewardMode", "precision_recall_f1", "score_episode"]
@@ -69,7 +69,7 @@ class EpisodeScore:
     distractor_calls: int  # calls to irrelevant tools mixed in from other environments
     skipped_calls: int  # not executed, not counted in c
     turns: int  # assistant turns
-    final_answer_correct: bool  # the final answer commits to the main answer (reported; the root rule rewards it)
+    final_answer_correct: bool  # the channel states the root's answer (reported; the root rule rewards it)
     solved_ids: tuple[str, ...]
 
     def extra_info(self) -> dict[str, float]:
@@ -114,7 +114,7 @@ def score_episode(
     root_answer: bool = True,
 ) -> EpisodeScore:
     """Score one episode against its environment's target (`root_answer`: the root sub-question
-    counts only when the final answer commits to it; see `solved.solved_set`)."""
+    counts only when the final answer's channel states it; see `solved.solved_set`)."""
     solved = solved_set(log, target, root_answer=root_answer)
     n = len(target.sub_questions)
     calls = log.num_calls
@@ -133,6 +133,6 @@ def score_episode(
         distractor_calls=log.num_distractor_calls,
         skipped_calls=sum(1 for c in log.calls if c.status is CallStatus.SKIPPED),
         turns=log.assistant_turns,
-        final_answer_correct=commits(target.final_answer, log.final_answer, target.final_match),
+        final_answer_correct=root_answered(log.final_answer, target),
         solved_ids=tuple(q.id for q in target.sub_questions if q.id in solved),
     )

@@ -21,7 +21,7 @@ class RewardSettings(StrictModel):
     section = "astra.reward"
 
     eps: float = Field(DEFAULT_EPS, gt=0)  # guards precision's n_hat / (c + eps) at c = 0
-    # The root sub-question counts only when the final answer commits to its answer (docs/reward.md);
+    # The root sub-question counts only when the final answer's channel states its answer (docs/reward.md);
     # False is ASTRA's plain F1, for ablations.
     root_answer: bool = True
     # astra_tau only (astra_verl.benchmarks.tau_reward): the weight of our F1 mixed into τ-bench's reward

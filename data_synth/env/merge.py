@@ -38,6 +38,7 @@ from data_synth.env.context import EnvContext
 from data_synth.env.records import BuiltTool, Merged, Tooled
 from data_synth.pipeline import Reject, Step, gather_or_cancel
 from data_synth.prompts import load_prompt
+from env_registry.answer_channel import inferred_type
 from env_registry.call_key import derive_call_key
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, GoldenCall, Provenance, ScenarioType, SubQuestion, ToolSpec
@@ -218,7 +219,7 @@ class MergeTools(Step[Tooled, Merged]):
         )
         provisional = EnvSpec(scenario_type=ScenarioType.SINGLE_HOP, **fields)
         scenario = shape_of(provisional).scenario_type or ScenarioType.SINGLE_HOP
-        return EnvSpec.create(scenario_type=scenario, **fields)
+        return EnvSpec.create(scenario_type=scenario, answer_type=inferred_type(provisional), **fields)
 
     def _assemble(self, record: Tooled, groups: list[list[BuiltTool]], merges: dict[str, _Merge]) -> EnvSpec:
         """The environment with every cluster's current merge (a cluster of one keeps its tool)."""

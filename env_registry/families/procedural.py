@@ -32,9 +32,11 @@ four (see `env_registry.shape`); hops (longest tool chain) from 1 to `max_hops`.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from collections.abc import Iterator, Sequence
+from decimal import Decimal
 
 from env_registry.families._tasks import DOMAINS, Builder, Task, multi_hop, parallel_single_hop, single_hop
 from env_registry.families._values import Retry, Value, fmt, rule_for
@@ -42,6 +44,7 @@ from env_registry.families._vocabulary import Vocabulary
 from env_registry.families._world import build_world
 from env_registry.shape import classify
 from env_registry.spec import (
+    AnswerType,
     EnvSpec,
     GoldenCall,
     Provenance,
@@ -58,6 +61,13 @@ _BUILDERS = {
     ScenarioType.SINGLE_HOP: single_hop,
     ScenarioType.MULTI_HOP: multi_hop,
     ScenarioType.PARALLEL_SINGLE_HOP: parallel_single_hop,
+}
+# The answer type of each kind of value a task's final answer is (its channel's type).
+_ANSWER_TYPES: dict[type, AnswerType] = {
+    int: AnswerType.NUMBER,
+    Decimal: AnswerType.NUMBER,
+    dt.date: AnswerType.DATE,
+    str: AnswerType.NAME,
 }
 
 
@@ -117,6 +127,7 @@ def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int
         sub_questions=subs,
         tools=tools,
         final_match=rule_for(task.final, task.rivals),
+        answer_type=_ANSWER_TYPES[type(task.final)],
         provenance=Provenance(generator=GENERATOR, seed=seed, source=f"{GENERATOR}:{FAMILY_VERSION}:{seed}:{index}"),
     )
 

@@ -59,6 +59,7 @@ from typing import Any
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from env_registry.answer_channel import inferred_type
 from env_registry.calls import CallStatementError, def_parameters, parse_call_statement
 from env_registry.importers.sources import decode_json_text, has_fields
 from env_registry.shape import classify, shape_of
@@ -281,7 +282,7 @@ def from_pipeline(data: dict[str, Any], source: str, domain: str = DEFAULT_DOMAI
         tools=tools,
         provenance=Provenance(generator=GENERATOR, source=source if rec.uuid is None else f"{source} uuid={rec.uuid}"),
     )
-    spec = spec.model_copy(update={"scenario_type": _scenario_type(spec)}).with_id()
+    spec = spec.model_copy(update={"scenario_type": _scenario_type(spec), "answer_type": inferred_type(spec)}).with_id()
     return Conversion("pipeline", spec, [ValidationIssue(spec.id, i.field, i.rule, i.message) for i in out])
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from env_registry.answer_channel import inferred_type
 from env_registry.call_key import tool_defaults
 from env_registry.family_rules import PLAIN_RL_GENERATOR
 from env_registry.importers.astra import Conversion, RlRow, _language, _scenario_type
@@ -146,7 +147,7 @@ def recovered_conversion(row: RlRow, rec: RowRecovery, source: str, domain: str,
             source=f"{source} found_by={_found_by_note(rec, qid)}",
         ),
     )
-    spec = spec.model_copy(update={"scenario_type": _scenario_type(spec)}).with_id()
+    spec = spec.model_copy(update={"scenario_type": _scenario_type(spec), "answer_type": inferred_type(spec)}).with_id()
     return Conversion("rl_1k", spec, [])
 
 

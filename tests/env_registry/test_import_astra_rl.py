@@ -61,11 +61,12 @@ def test_a_chain_is_recovered_in_dependency_order_and_says_how():
     assert fee.depends_on == ["booking_lookup#0"]
 
 
-def test_a_recovered_row_is_a_version_2_environment_that_validates():
+def test_a_recovered_row_is_a_current_environment_that_validates():
     row, _ = read_rl_row(_rows()[1])
     (rec,) = _recover([row_tools(row)])
     spec = recovered_conversion(row, rec, "f.jsonl:2", "astra").spec
-    assert spec is not None and spec.spec_version == 2 and spec.provenance.generator == RECOVERED_GENERATOR
+    assert spec is not None and spec.spec_version == 3 and spec.provenance.generator == RECOVERED_GENERATOR
+    assert spec.answer_type is not None  # inferred from the root's answer (issue 48)
     assert not check_structure(spec)
     rain, subtract = spec.tools
     assert [g.args for g in rain.golden_calls] == [

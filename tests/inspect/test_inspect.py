@@ -38,7 +38,9 @@ def _log(good_calls: int) -> EpisodeLog:
         CallRecord(turn=2, index=1, tool="get_temperature", arguments='{"city": "Porto"', status=CallStatus.BAD_JSON,
                    error_kind="bad_json"),
     ][: good_calls + 1]  # fmt: skip
-    log = EpisodeLog(env_id="env-7", calls=calls, assistant_turns=3, final_answer="Lyon is warmer (21.5 C).")
+    log = EpisodeLog(
+        env_id="env-7", calls=calls, assistant_turns=3, final_answer="Lyon is warmer (21.5 C). <answer>Lyon</answer>"
+    )
     log.terminated_by = Termination.NO_TOOL_CALL
     return log
 
@@ -71,6 +73,10 @@ def test_a_record_says_what_the_episode_did():
     assert r.prompt == [{"role": "user", "content": "q"}]
     assert [(q.id, q.solved) for q in r.sub_questions] == [("q1", True), ("q2", False), ("q3", True)]
     assert r.scores["calls"] == 3 and r.scores["invalid_calls"] == 1 and r.scores["distractor_calls"] == 1
+    assert (
+        r.answer is not None and r.answer.content == "Lyon" and r.answer.counted
+    )  # the channel, as the reward read it
+    assert "states the answer 'Lyon'" in r.answer.why
     assert r.log().terminated_by is Termination.NO_TOOL_CALL and r.reward == 0.5
     assert episode_record(4, "u", {"reward_extra_info": {}}, {}, 1.0) is None  # not an astra episode
     other = episode_record(4, "u", extra, {"ground_truth": '{"not": "an astra target"}'}, 1.0)
@@ -92,6 +98,7 @@ def test_pages_show_every_episode_and_the_summary(tmp_path, capsys):
     assert "get_stock_price" in page and "distractor" in page and "bad_json" in page and "no_tool_call" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page  # tool output is escaped
     assert "step 2 episode 3" in page  # verl's decoded transcript, joined by uid
+    assert page.count("answer channel: <code>Lyon</code>") == 4 and "states the answer" in page  # what the reward read
     s = summarize_step(1, list(read_records(rollouts / "episodes" / "1.jsonl")))
     assert s.values["invalid_call_rate"] == pytest.approx(1 / 7) and s.values["reward"] == pytest.approx(0.375)
 

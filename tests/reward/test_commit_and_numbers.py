@@ -68,16 +68,16 @@ def test_script_changes_are_word_boundaries_in_text_and_numbers():
 @pytest.mark.parametrize(
     ("answer", "text"),
     [
-        ("1969 km", "It is 1969km."),
-        ("1200.5 USD", "USD 1,200.50"),
-        ("1095393 km²", "about 1.095393e6 km²"),
-        ("1095393 km²", "1.095393 × 10^6 km²"),
-        ("0.084", "It grew by 8.4%."),
-        ("94.67 mm", "94.67mm"),
-        ("94.67 mm", "about 94.7 mm"),
-        ("1976-07-20", "July 20, 1976"),
-        ("1976-07-20", "7/20/1976"),
-        ("1976-07-20", "20 July 1976"),
+        ("1969 km", "It is <answer>1969km</answer>."),
+        ("1200.5 USD", "<answer>USD 1,200.50</answer>"),
+        ("1095393 km²", "<answer>about 1.095393e6 km²</answer>"),
+        ("1095393 km²", "<answer>1.095393 × 10^6 km²</answer>"),
+        ("0.084", "It grew by <answer>8.4%</answer>"),
+        ("94.67 mm", "<answer>94.67mm</answer>"),
+        ("94.67 mm", "<answer>about 94.7 mm</answer>"),
+        ("1976-07-20", "<answer>July 20, 1976</answer>"),
+        ("1976-07-20", "<answer>7/20/1976</answer>"),
+        ("1976-07-20", "<answer>20 July 1976</answer>"),
     ],
 )
 def test_number_and_date_formats_count_in_final_answer_correct(answer, text):
@@ -151,13 +151,13 @@ def test_a_leaf_counts_only_when_its_dependencies_were_solved():
             TargetSubQuestion(id="q3", answer=X, needs_tool=False, match=TWO, depends_on=["q1", "q2"]),
         ],
     )
-    guess = EpisodeLog(env_id="e", final_answer=f"{X}.")
+    guess = EpisodeLog(env_id="e", final_answer=f"<answer>{X}</answer>")
     assert solved_set(guess, target) == set()
     assert score_episode(guess, target).f1 == 0.0
     one = EpisodeLog(
         env_id="e",
         calls=[CallRecord(turn=1, index=0, tool="t1", arguments={}, status=CallStatus.OK, output="1947")],
-        final_answer=f"{X}.",
+        final_answer=f"<answer>{X}</answer>",
     )
     assert solved_set(one, target) == {"q1"}
     both = one.model_copy(

@@ -13,6 +13,7 @@ import pytest
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.reward.f1 import score_episode
+from env_registry.answer_channel import final_message
 from env_registry.call_check import CallStatus
 from env_registry.families.procedural import generate
 from env_registry.spec import tool_module
@@ -60,7 +61,7 @@ def log_for(env, rows, *, final_answer=None, distractor=False) -> EpisodeLog:
         env_id=env.id,
         calls=calls,
         assistant_turns=len(calls) + 1,
-        final_answer=env.final_answer if final_answer is None else final_answer,
+        final_answer=final_message(env) if final_answer is None else final_answer,
     )
 
 

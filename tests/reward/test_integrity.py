@@ -48,7 +48,7 @@ def test_a_rival_inside_the_answer_is_not_a_second_candidate():
     assert not answer_in_text("New York City", "New York City, or New York.", rule)
 
 
-def test_leaf_and_final_answer_correct_use_the_same_commit_rule():
+def test_leaf_and_final_answer_correct_read_the_same_channel():
     target = RewardTarget(
         env_id="e",
         final_answer="Oslo",
@@ -60,11 +60,11 @@ def test_leaf_and_final_answer_correct_use_the_same_commit_rule():
             ),
         ],
     )
-    assert solved_by_final_answer("Oslo or Bergen", target) == []
-    assert solved_by_final_answer("Oslo.", target) == ["leaf"]
-    hedged = score_episode(EpisodeLog(env_id="e", final_answer="Oslo or Bergen"), target)
+    assert solved_by_final_answer("<answer>Oslo or Bergen</answer>", target) == []
+    assert solved_by_final_answer("<answer>Oslo.</answer>", target) == ["leaf"]
+    hedged = score_episode(EpisodeLog(env_id="e", final_answer="<answer>Oslo or Bergen</answer>"), target)
     assert (hedged.f1, hedged.final_answer_correct) == (0.0, False)
-    assert score_episode(EpisodeLog(env_id="e", final_answer="Oslo"), target).final_answer_correct
+    assert score_episode(EpisodeLog(env_id="e", final_answer="<answer>Oslo</answer>"), target).final_answer_correct
 
 
 # -- only what the tool returned ------------------------------------------------------------
@@ -247,6 +247,7 @@ def envs_v1():
     for env in generate(3, seed=1):
         data = env.model_dump(mode="json")
         data["spec_version"] = 1
+        data.pop("answer_type", None)  # version 3
         for t in data["tools"]:
             t.pop("call_key", None)
             for g in t["golden_calls"]:

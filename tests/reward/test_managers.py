@@ -12,6 +12,7 @@ from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.reward.managers import AstraF1RewardManager, RewardInputError, RewardSettings
+from env_registry.answer_channel import channel
 
 CONFIG = OmegaConf.create(
     {"reward": {"custom_reward_function": {"path": None}, "reward_model": {"enable": False}}, "astra": {"reward": {}}}
@@ -64,7 +65,7 @@ def test_managers_are_registered_under_their_names():
 def test_run_single_scores_and_reports_every_count(build):
     t = build.target()
     calls = [build.solving_call(i) for i in (1, 2, 3, 4)] + [build.call("t1", "{}"), build.call("t2", "{}")]
-    out = run(make(), sample(build.episode(calls, t.final_answer, turns=5), t.model_dump_json()))
+    out = run(make(), sample(build.episode(calls, channel(t.final_answer), turns=5), t.model_dump_json()))
     assert out["reward_score"] == pytest.approx(0.8, abs=1e-6)
     info = out["reward_extra_info"]
     assert (info["solved"], info["n"], info["calls"], info["turns"]) == (4.0, 4.0, 6.0, 5.0)

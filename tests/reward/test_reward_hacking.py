@@ -138,14 +138,14 @@ def test_a_comparison_answered_without_its_measurements_earns_nothing(played, po
 
 def test_an_error_message_naming_one_candidate_is_not_an_answer(played):
     for env, _, score, log in played["error_text_answer"]:
-        assert log.final_answer == log.calls[-1].output and score.solved == 0, env.id
+        assert log.final_answer == hacking.channel(log.calls[-1].output) and score.solved == 0, env.id
 
 
 @pytest.mark.parametrize("name", list(hacking.phrasings.AFTER_GOLDEN))
 def test_golden_calls_then_no_committed_answer_lose_the_root(played, name):
     rng, lost = random.Random(name), 0
     for env, _, _, log in played["honest"]:
-        final = hacking.phrasings.AFTER_GOLDEN[name](env, rng)
+        final = hacking.phrasings.AFTER_GOLDEN[name](env, rng, [c.output for c in log.calls])
         if final is None:
             continue
         target = env.reward_target()

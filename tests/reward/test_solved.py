@@ -38,13 +38,14 @@ def test_an_answer_only_in_the_models_own_text_does_not_solve_a_tool_question(bu
     assert solved_set(log, t) == set()
 
 
-def test_a_non_tool_leaf_is_solved_by_the_final_answer_only(build):
+def test_a_non_tool_leaf_is_solved_by_the_final_answers_channel_only(build):
     t = build.target(n_tool=1, leaf="2400")
-    assert solved_by_final_answer("The total is 2,400 people.", t) == ["leaf"]
+    assert solved_by_final_answer("The total is <answer>2,400 people</answer>.", t) == ["leaf"]
+    assert solved_by_final_answer("The total is 2,400 people.", t) == []  # prose is not read
     # a tool output holding the leaf's answer does not solve the leaf
     log = build.episode([build.call("t1", "1200 and 2400")], final_answer="no idea")
     assert solved_set(log, t) == {"q1"}
-    assert solved_set(build.episode([build.solving_call(1)], final_answer="2400"), t) == {"q1", "leaf"}
+    assert solved_set(build.episode([build.solving_call(1)], final_answer="<answer>2400</answer>"), t) == {"q1", "leaf"}
 
 
 def test_a_target_question_naming_no_tool_accepts_any_own_tool(build):

@@ -55,7 +55,7 @@ def test_a_moved_self_contained_row_runs_and_is_scored_without_its_store(cfg, ti
     script = [
         kit.call_text("get_population", {"city": "Paris"}) + kit.call_text("get_area", {"city": "Paris"}),
         kit.call_text("get_forecast", {"city": "Paris"}),
-        "The density is about 20503 people per km2.",
+        "The density is about 20503 people per km2. <answer>20503</answer>",
     ]
     server = ScriptedServer(tiny_tokenizer, script)
     out = run(make_loop(cfg, server, tiny_tokenizer).run({"temperature": 1.0}, **episode_kwargs(row)))
@@ -89,14 +89,17 @@ def test_a_moved_store_referencing_row_names_the_missing_store(cfg, tiny_tokeniz
         run(make_loop(cfg, server, tiny_tokenizer).run({"temperature": 1.0}, **episode_kwargs(row)))
 
 
-def test_a_row_names_one_source_and_version_1_rows_still_read(envs):
+def test_a_row_names_one_source_and_rows_before_the_answer_channel_are_refused(envs):
     city = envs.city
     tools = [ToolRef(city.id, t.name) for t in city.tools]
     with pytest.raises(ValueError, match="has neither"):
         RowInfo(env_id=city.id, tools=tools)
     with pytest.raises(ValueError, match="has both"):
         RowInfo(env_id=city.id, tools=tools, store="/s", env=city.model_dump(mode="json"))
-    v1 = {"env_id": city.id, "store": "/s", "tools": [t.model_dump() for t in tools], "version": 1}
-    assert RowInfo.from_extra_info({"astra": json.dumps(v1)}).store == "/s"
-    with pytest.raises(RowError, match="this reader knows \\[1, 2\\]"):
-        RowInfo.from_extra_info({"astra": json.dumps({**v1, "version": 3})})
+    v3 = {"env_id": city.id, "store": "/s", "tools": [t.model_dump() for t in tools], "version": 3}
+    assert RowInfo.from_extra_info({"astra": json.dumps(v3)}).store == "/s"
+    for old in (1, 2):  # exported before the answer channel (issue 48)
+        with pytest.raises(RowError, match="before the answer channel.*re-export the rows.*export-parquet"):
+            RowInfo.from_extra_info({"astra": json.dumps({**v3, "version": old})})
+    with pytest.raises(RowError, match="this reader knows \\[3\\]"):
+        RowInfo.from_extra_info({"astra": json.dumps({**v3, "version": 4})})
