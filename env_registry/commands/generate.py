@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import itertools
 import time
 from collections import Counter
 
@@ -19,15 +18,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     if args.n < 1:  # a run that would produce nothing: say so before the store is created
         raise UsageError(f"generate --n {args.n}: ask for at least 1 environment")
-    try:
-        stream = iter_generate(
-            args.n, args.seed, args.max_hops, csv(args.domains), scenario_types=csv(args.scenario_types)
-        )
-        first = next(stream, None)  # the generator checks its arguments on the first draw: before the store exists
-    except ValueError as exc:
-        raise UsageError(f"{exc}") from None
+    choice = (args.seed, args.max_hops, csv(args.domains))
+    try:  # the generator checks its arguments before its first draw: asked for none, it checks only
+        next(iter_generate(0, *choice, scenario_types=csv(args.scenario_types)), None)
+    except ValueError as exc:  # only the arguments' checks: a ValueError while drawing is a bug
+        raise UsageError(f"generate: {exc}") from None
     store = open_store(args, "a")
-    stream = itertools.chain([first] if first is not None else [], stream)
+    stream = iter_generate(args.n, *choice, scenario_types=csv(args.scenario_types))
     added = dupes = broken = 0
     types: Counter = Counter()
     domains: Counter = Counter()

@@ -180,3 +180,19 @@ def test_interrupt_says_whether_the_command_resumes(tmp_path, capsys, monkeypatc
     assert main(["--store", str(tmp_path), "generate", "--n", "1"]) == 130
     said = capsys.readouterr().err
     assert "the environments added so far are in the store; rerun the same command to resume" in said
+
+
+def test_generate_refuses_bad_arguments_but_a_bug_while_drawing_keeps_its_traceback(tmp_path, capsys, monkeypatch):
+    """No blanket `except ValueError` around the draws (#46 §3): only the arguments' checks are the user's."""
+    from env_registry.families import procedural
+
+    store = str(tmp_path / "s")
+    assert main(["--store", store, "generate", "--n", "2", "--domains", "atlantis"]) == 2
+    assert "generate: unknown domain(s) ['atlantis']" in capsys.readouterr().err
+
+    def broken(*args, **kwargs):
+        raise ValueError("a bug in a tool template")
+
+    monkeypatch.setattr(procedural, "_one", broken)
+    with pytest.raises(ValueError, match="a bug in a tool template"):
+        main(["--store", store, "-q", "generate", "--n", "2"])
