@@ -40,7 +40,10 @@ class PipelineSettings(StrictModel):
         """The mapping in a YAML file (None: no file, {}), checked as settings of this pipeline."""
         if path is None:
             return {}
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise SettingsError(f"{path}: not YAML ({exc}); fix the file") from None
         if raw is not None and not isinstance(raw, dict):
             raise SettingsError(f"{path}: expected a mapping of sections")
         try:

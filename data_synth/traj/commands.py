@@ -11,6 +11,7 @@ import yaml
 
 from astra_foundation.clikit import EXIT_OK, UsageError, run_async
 from astra_foundation.llm import LLMConfig, LLMFlags, preflight
+from astra_foundation.strict import SettingsError
 from data_synth.pipeline import RunStats, Shard, read_envelopes, read_outputs
 from data_synth.pipeline.manifest import file_digest
 from data_synth.pipeline.run_options import (
@@ -89,7 +90,7 @@ def load_config(args: argparse.Namespace) -> TrajConfig:
         if "temperature" not in (raw.get("judge") or {}):  # steps without a judge: its default, 0
             raw.setdefault("judge", {})["temperature"] = getattr(args, "judge_temperature", 0.0)
         return TrajConfig.from_dict(raw)
-    except (ValueError, TypeError) as e:
+    except SettingsError as e:  # a settings file, a --set or a value of the wrong type; not any ValueError
         raise UsageError(f"settings: {e}") from None
 
 

@@ -104,3 +104,16 @@ def test_the_input_records_section_is_inputs_and_the_old_name_is_refused(tmp_pat
     assert EnvConfig.from_dict({"inputs": {"mode": "domain"}}).inputs.mode == "domain"
     with pytest.raises(SettingsError, match="settings section 'seeds' is now 'inputs'"):
         EnvConfig.from_dict({"seeds": {"mode": "domain"}})
+
+
+@pytest.mark.parametrize("pipeline", ["env", "traj"])
+def test_a_settings_file_that_is_not_yaml_is_one_line_and_exit_2(pipeline, tmp_path, capsys):
+    from data_synth.__main__ import main
+
+    config = tmp_path / "bad.yaml"
+    config.write_text("inputs: {mode: [domain\n")
+    step = "decompose" if pipeline == "env" else "chains"
+    (tmp_path / "run").mkdir()
+    assert main([pipeline, step, "--out", str(tmp_path / "run"), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"{config}: not YAML" in err and "Traceback" not in err
