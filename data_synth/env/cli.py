@@ -43,7 +43,7 @@ from typing import Any
 
 from astra_foundation.clikit import EXIT_OK, UsageError, refuse_renamed, run_async, run_cli
 from astra_foundation.llm import add_llm_arguments
-from data_synth.pipeline.run_options import add_run_arguments, add_settings_arguments
+from data_synth.pipeline.run_options import add_run_arguments, add_run_dir_argument, add_settings_arguments
 
 PIPELINE = "env"
 LLM_COMMANDS = {"decompose", "necessity", "verify", "tools", "merge", "run"}
@@ -93,14 +93,7 @@ def _load() -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--out",
-        dest="run_dir",
-        metavar="RUN_DIR",
-        required=True,
-        type=Path,
-        help="output folder (the run directory): every step reads and writes here (resumable)",
-    )
+    add_run_dir_argument(p)
     add_settings_arguments(p, "data_synth/env/config.py")
     p.add_argument("--concurrency", type=int, help="records in flight per step (default 64)")
     add_run_arguments(p)
@@ -202,14 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         for add in groups:
             add(sp)
     rp = sub.add_parser("report", help="funnel and plots of a run", description="funnel and plots of a run")
-    rp.add_argument(
-        "--out",
-        dest="run_dir",
-        metavar="RUN_DIR",
-        required=True,
-        type=Path,
-        help="output folder of the run to report on",
-    )
+    add_run_dir_argument(rp, "the run to report on")
     return p
 
 

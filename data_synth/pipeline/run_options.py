@@ -1,6 +1,7 @@
 """The run options both synthesis command lines share, and what a command does with a run directory
 before and after its steps (one copy for `data_synth env` and `data_synth traj`).
 
+add_run_dir_argument(parser)    --out RUN_DIR, the run directory
 add_settings_arguments(parser, sections)
                                  --config FILE, --set SECTION.KEY=VALUE
 add_run_arguments(parser)        --shard, --ray [ADDRESS], --ray-workers, -q/--quiet,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # annotations only: the runner and the LLM client load aiohtt
 
 __all__ = [
     "add_run_arguments",
+    "add_run_dir_argument",
     "add_settings_arguments",
     "answered_by",
     "check_run_dir",
@@ -41,6 +43,13 @@ __all__ = [
     "prepare_run_dir",
     "step_settings",
 ]
+
+
+def add_run_dir_argument(
+    p: argparse.ArgumentParser, what: str = "every step reads and writes here (resumable)"
+) -> None:
+    """`--out RUN_DIR` (`args.run_dir`, a Path): the run directory, the output folder of both pipelines."""
+    p.add_argument("--out", dest="run_dir", metavar="RUN_DIR", required=True, type=Path, help=f"output folder: {what}")
 
 
 def add_settings_arguments(p: argparse.ArgumentParser, sections: str) -> None:

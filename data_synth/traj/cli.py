@@ -44,11 +44,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 from astra_foundation.clikit import run_cli
 from astra_foundation.llm.config import add_llm_arguments
-from data_synth.pipeline.run_options import add_run_arguments, add_settings_arguments
+from data_synth.pipeline.run_options import add_run_arguments, add_run_dir_argument, add_settings_arguments
 
 # This module only parses: the steps' modules (graphs, stores, pyarrow: about a second of imports)
 # are imported by `data_synth.traj.commands` when a command runs, so `--help` answers at once.
@@ -74,14 +73,7 @@ STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
 def _common() -> argparse.ArgumentParser:
     """What every step takes: the output folder, the settings, the run options."""
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument(
-        "--out",
-        dest="run_dir",
-        metavar="DIR",
-        required=True,
-        type=Path,
-        help="output folder: every step reads and writes here",
-    )
+    add_run_dir_argument(p)
     add_settings_arguments(p, "data_synth/traj/config.py")
     add_run_arguments(p)
     return p
