@@ -15,6 +15,7 @@ from astra_foundation.strict import SettingsError
 from astra_verl.eval.envs import EnvEpisode, EnvEvalConfig, EnvEvaluation, checkpoint_name
 from astra_verl.eval.envs_report import format_table, mean_se, summarize
 from astra_verl.rollout.testing import ScriptedServer
+from env_registry.answer_channel import final_message
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.families.procedural import generate
 from env_registry.rows import RowInfo
@@ -116,7 +117,7 @@ def test_an_endpoint_policy_runs_the_same_episode_as_a_local_server(tmp_path, ro
     call = '<tool_call>\n{"name": "' + q.tool + '", "arguments": ' + json.dumps(args) + "}\n</tool_call>"
 
     def script(prompt: str, k: int) -> str:
-        return call if k == 0 else env.final_answer
+        return call if k == 0 else final_message(env)  # the answer channel: what the reward reads
 
     # Room for the golden call's observation (a year of climate data overflows 256 tokens, and a
     # tool message that overflows the response budget solves nothing).

@@ -176,7 +176,9 @@ def test_stop_when_all_solved_lets_the_model_answer_a_pending_leaf(trainer_confi
     cfg = trainer_config("+astra.rollout.stop_when_all_solved=true")
     calls = kit.call_text("get_population", {"city": "Paris"}) + kit.call_text("get_area", {"city": "Paris"})
     row = kit.row_kwargs(envs.city, envs.store)
-    _, log, _ = episode(cfg, tiny_tokenizer, [calls, "The density is 20503 people per km2."], row)
+    _, log, _ = episode(
+        cfg, tiny_tokenizer, [calls, "The density is 20503 people per km2. <answer>20503</answer>"], row
+    )
     assert (log.terminated_by, log.assistant_turns) == (Termination.NO_TOOL_CALL, 2)
     assert score_episode(log, envs.city.reward_target()).recall == 1.0
     # the answer turn is for the answer: calls written in it end the episode unexecuted

@@ -212,6 +212,7 @@ def rollout_batch(rows: list[dict], tokenizer) -> dict:
     from astra_verl.eval.envs import episode_kwargs
     from astra_verl.reward.f1 import score_episode
     from astra_verl.rollout.testing import ScriptedServer, compose_trainer_config, make_loop, run
+    from env_registry.answer_channel import final_message
     from env_registry.golden_sft import plan_row
     from env_registry.spec import RewardTarget
 
@@ -230,7 +231,7 @@ def rollout_batch(rows: list[dict], tokenizer) -> dict:
         script = [
             "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
             for name, args in plan.calls
-        ] + [plan.env.final_answer]
+        ] + [final_message(plan.env)]  # the answer channel: what the reward reads
         loop = make_loop(cfg, ScriptedServer(tokenizer, script), tokenizer)
         out = run(loop.run({"temperature": 1.0}, **episode_kwargs(row)))
         log = EpisodeLog.from_extra_fields(out.extra_fields)

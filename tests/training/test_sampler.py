@@ -206,7 +206,7 @@ def test_the_sampled_batch_leaves_one_episode_record_per_episode_beside_verls_du
     )
     ok = CallRecord(turn=1, index=0, tool="lookup", arguments={"x": 1}, status=CallStatus.OK, output="value 7")
     bad = CallRecord(turn=1, index=1, tool="nope", arguments={}, status=CallStatus.UNKNOWN_TOOL, distractor=True)
-    log = EpisodeLog(env_id="env1", calls=[ok, bad], assistant_turns=2, final_answer="It is 12.")
+    log = EpisodeLog(env_id="env1", calls=[ok, bad], assistant_turns=2, final_answer="It is <answer>12</answer>.")
     log.terminated_by = Termination.NO_TOOL_CALL
     rollout = ScriptedRollout(tq, [])
     uid = rollout.new_uid()
