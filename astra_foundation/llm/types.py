@@ -76,7 +76,8 @@ class ToolCall(BaseModel):
 
     @classmethod
     def from_openai(cls, raw: dict[str, Any], index: int) -> ToolCall:
-        fn = raw.get("function") or {}
+        fn = raw.get("function")
+        fn = fn if isinstance(fn, dict) else {}  # a server can send anything here: no name, no arguments
         arguments = fn.get("arguments")
         if isinstance(arguments, dict):  # some servers send an object instead of a string
             try:

@@ -181,3 +181,11 @@ def test_the_two_crashing_replies_are_scored_and_written(tmp_path):
     assert step_calls(records, CallStyle.FC) is None  # BFCL drops the step: one argument string fails
     assert step_calls(records[1:], CallStyle.FC) == ["echo(x='\\ud83d')"]
     written_and_read_back(tmp_path, records, {"x": "\ud83d"})
+
+
+@pytest.mark.parametrize("function", [[None], "get_weather", 3, None])
+def test_a_call_whose_function_is_not_an_object_is_a_call_without_name_or_arguments(function):
+    # Hypothesis found {"function": [None]} once: from_openai called .get on the list.
+    body = {"choices": [{"message": {"content": "", "tool_calls": [{"id": "c1", "function": function}]}}]}
+    (call,) = Completion.from_response(body, endpoint=None, cached=False, latency_s=0.0).tool_calls
+    assert (call.id, call.name, call.arguments, call.args) == ("c1", "", "", {})
