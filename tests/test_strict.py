@@ -21,6 +21,7 @@ from astra_verl.rollout.episode import Episode
 from astra_verl.training.batch_filling import BatchFillingConfig
 from astra_verl.training.sampler import SamplerKwargs
 from data_synth.traj.config import TrajConfig
+from env_registry.episode_driver import EpisodeLimits
 from env_registry.export import ExportConfig
 from env_registry.rows import RowInfo, ToolRef
 
@@ -33,6 +34,7 @@ SECTIONS = [
     SamplerKwargs,
     TrajConfig,
     ExportConfig,
+    EpisodeLimits,
 ]
 RECORDS = [EpisodeLog, CallRecord, RowInfo, ToolRef, RolloutSettings]
 
