@@ -12,11 +12,12 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from astra_foundation.stats import format_mean_se, mean_se
 
 NOISE_SE = 2.0  # a rise within 2 standard errors of zero is called noise
 
@@ -52,17 +53,9 @@ def paired_rise(before: Mapping[str, float], after: Mapping[str, float]) -> Rise
     keys = sorted(set(before) & set(after))
     if not keys:
         raise ValueError("no environment was scored both before and after GRPO")
-    diffs = [after[k] - before[k] for k in keys]
-    n = len(diffs)
-    mean = sum(diffs) / n
-    var = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
-    return Rise(
-        before=sum(before[k] for k in keys) / n,
-        after=sum(after[k] for k in keys) / n,
-        rise=mean,
-        se=math.sqrt(var / n),
-        n=n,
-    )
+    n = len(keys)
+    rise, se = mean_se([after[k] - before[k] for k in keys])  # one environment: no SE (NaN)
+    return Rise(before=sum(before[k] for k in keys) / n, after=sum(after[k] for k in keys) / n, rise=rise, se=se, n=n)
 
 
 def rise_line(r: Rise) -> str:
@@ -71,7 +64,8 @@ def rise_line(r: Rise) -> str:
         if r.inside_noise
         else f"outside the noise (|rise| >= {NOISE_SE:g} SE)"
     )
-    return f"rise {r.rise:+.3f} ± {r.se:.3f} (paired SE over {r.n} environments; {r.before:.3f} -> {r.after:.3f}): {verdict}"
+    rise = format_mean_se((r.rise, r.se), "+.3f")
+    return f"rise {rise} (paired SE over {r.n} environments; {r.before:.3f} -> {r.after:.3f}): {verdict}"
 
 
 def _message(m: Mapping[str, Any]) -> dict[str, Any]:

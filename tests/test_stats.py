@@ -27,7 +27,7 @@ def test_printed_no_se_and_n_a():
 
 
 def test_every_table_uses_the_one_function():
-    """envs_report, bench/learning.py, bench/transfer_table.py and bench/demo_rise.py (bench/reward_hacking.py keeps
+    """envs_report, demo_report, bench/learning.py, bench/transfer_table.py and bench/demo_rise.py (bench/reward_hacking.py keeps
     its own copy until its owner moves it: it answers 0 for one value)."""
     import importlib
     import sys
@@ -36,7 +36,9 @@ def test_every_table_uses_the_one_function():
     from astra_foundation import stats
     from astra_verl.eval import envs_report
 
-    assert envs_report.mean_se is stats.mean_se
+    from astra_verl import demo_report
+
+    assert envs_report.mean_se is stats.mean_se and demo_report.mean_se is stats.mean_se
     bench = str(Path(__file__).resolve().parents[1] / "bench")
     sys.path.insert(0, bench)  # the bench's modules import their siblings; only for these imports
     try:
@@ -44,3 +46,11 @@ def test_every_table_uses_the_one_function():
             assert importlib.import_module(name).mean_se is stats.mean_se, name
     finally:
         sys.path.remove(bench)
+
+
+def test_the_demo_rise_of_one_environment_has_no_se_and_is_noise():
+    from astra_verl.demo_report import paired_rise, rise_line
+
+    r = paired_rise({"e": 0.0}, {"e": 1.0})
+    assert r.rise == 1.0 and math.isnan(r.se) and r.inside_noise
+    assert rise_line(r).startswith("rise +1.000 (no SE) (paired SE over 1 environments")
