@@ -27,16 +27,15 @@ def test_printed_no_se_and_n_a():
 
 
 def test_every_table_uses_the_one_function():
-    """envs_report, demo_report, bench/learning.py, bench/transfer_table.py and bench/demo_rise.py (bench/reward_hacking.py keeps
-    its own copy until its owner moves it: it answers 0 for one value)."""
+    """envs_report, demo_report, bench/learning.py, bench/transfer_table.py and bench/demo_rise.py
+    (bench/reward_hacking.py keeps its own copy until its owner moves it: it answers 0 for one value)."""
     import importlib
     import sys
     from pathlib import Path
 
     from astra_foundation import stats
-    from astra_verl.eval import envs_report
-
     from astra_verl import demo_report
+    from astra_verl.eval import envs_report
 
     assert envs_report.mean_se is stats.mean_se and demo_report.mean_se is stats.mean_se
     bench = str(Path(__file__).resolve().parents[1] / "bench")
