@@ -258,10 +258,11 @@ def _same(got: object, expected: object, rule: AnswerRule) -> bool:
 
 
 TYPES: dict[AnswerType, _Type] = {
-    AnswerType.NUMBER: _Type(_number, _same_number, "one number, with its unit if it has one", "156.33 mm"),
-    AnswerType.NAME: _Type(_name, _same, "one name", "Vilko Logistics"),
-    AnswerType.DATE: _Type(_date, _same, "one date", "1976-07-20"),
-    AnswerType.TEXT: _Type(_name, _same, "one short value (a word or a few)", "engineer"),
+    # the examples show the form only: none is a value of the procedural vocabulary, so copying one earns nothing
+    AnswerType.NUMBER: _Type(_number, _same_number, "one number, with its unit if it has one", "1,234.5 km"),
+    AnswerType.NAME: _Type(_name, _same, "one name", "Example Company"),
+    AnswerType.DATE: _Type(_date, _same, "one date", "2020-01-31"),
+    AnswerType.TEXT: _Type(_name, _same, "one short value (a word or a few)", "example"),
 }
 
 
@@ -271,8 +272,8 @@ def instruction(answer_type: AnswerType | None) -> str:
         return ""
     kind = TYPES[answer_type]
     return (
-        f"End your final answer with {OPEN}...{CLOSE} holding {kind.what} and nothing else, for example "
-        f"{channel(kind.example)}. Write whatever you like before it; only the value inside is read. If the "
+        f"End your final answer with {OPEN}...{CLOSE} around {kind.what}, and nothing else inside it (the form: "
+        f"{channel(kind.example)}). Write whatever you like before it; only the value inside is read. If the "
         f"tools cannot answer the question, end with {channel('cannot answer: <the capability that is missing>')}."
     )
 
