@@ -90,16 +90,21 @@ def test_a_module_file_is_refused():
         launch.package_dirs(("typing_extensions",))
 
 
+def tmp_package(tmp_path, monkeypatch, name: str, init: str, attribute: str) -> Program:
+    """An installed package `name` under tmp_path (its `__init__.py` is `init`), and a program
+    whose `f()` imports it and returns its `attribute`."""
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "__init__.py").write_text(init)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return Program((Module("p", f"def f():\n    import {name}\n    return {name}.{attribute}\n"),))
+
+
 @pytest.mark.parametrize("backend", ["bwrap", "process"])
 def test_a_package_installed_under_tmp_is_importable(backend, tmp_path, monkeypatch):
     # A clone (and its venv) under /tmp: the worker's own tmpfs /tmp must not hide the package.
-    pkg = tmp_path / "astra_tmp_pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("VALUE = 41 + 1\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    src = "def f():\n    import astra_tmp_pkg\n    return astra_tmp_pkg.VALUE\n"
+    program = tmp_package(tmp_path, monkeypatch, "astra_tmp_pkg", "VALUE = 41 + 1\n", "VALUE")
     config = SandboxConfig(workers=1, backend=backend, packages=["astra_tmp_pkg"])
-    (result,) = run_calls(Program((Module("p", src),)), [("p", "f", {})], config)
+    (result,) = run_calls(program, [("p", "f", {})], config)
     assert result.ok, result.message
     assert json.loads(result.output) == 42
 
@@ -137,12 +142,8 @@ def test_preloaded_modules_are_imported_before_the_session_starts(backend):
 def test_a_preload_function_runs_in_the_worker_and_not_on_import(backend, tmp_path, monkeypatch):
     # `module:function`: the module's import does no work (the host may import it: tau_sandbox);
     # the worker calls the function once before it forks, and sessions see what it did.
-    pkg = tmp_path / "astra_preload_pkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("LOADED = []\n\ndef load():\n    LOADED.append('db')\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    src = "def f():\n    import astra_preload_pkg\n    return astra_preload_pkg.LOADED\n"
-    program = Program((Module("p", src),))
+    init = "LOADED = []\n\ndef load():\n    LOADED.append('db')\n"
+    program = tmp_package(tmp_path, monkeypatch, "astra_preload_pkg", init, "LOADED")
     loaded = SandboxConfig(
         workers=1, backend=backend, packages=["astra_preload_pkg"], preload=["astra_preload_pkg:load"]
     )
