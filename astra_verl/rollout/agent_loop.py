@@ -31,8 +31,8 @@ are dropped, the episode ends (`max_length`) and those calls are logged `seen=Fa
 nothing (the model never read them).
 With `astra.rollout.stop_when_all_solved`, once every tool-needing sub-question is solved the
 episode ends (`all_solved`) right after that tool round if the final answer already solves the
-sub-questions that need no tool and commits to the root's answer (which the reward counts only
-in the final answer, docs/reward.md); otherwise the model gets one more turn
+sub-questions that need no tool and its answer channel states the root's answer (which the
+reward counts only in the final answer, docs/reward.md); otherwise the model gets one more turn
 for its final answer (a turn without calls ends as usual; calls written in it are not executed
 or logged and the episode ends `all_solved`).
 
@@ -68,9 +68,8 @@ from verl.utils.profiler import simple_timer
 from verl.workers.rollout.replica import TokenOutput
 
 from astra_verl.calls.call_log import CallRecord
-from astra_verl.calls.solved import root_question, solved_by_call, solved_by_final_answer
+from astra_verl.calls.solved import root_answered, solved_by_call, solved_by_final_answer
 from env_registry.call_check import CallStatus
-from env_registry.commit import commits
 from env_registry.episode_driver import AssistantTurn, CallResult, EpisodeDriver, ParsedCall, Settled
 
 # chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports
@@ -367,11 +366,10 @@ class LoopTransport:
 
     def _leaves_pending(self) -> bool:
         """Some sub-question still waits for the final answer: one that needs no tool and is not
-        yet solved by it, or the root, which the reward counts only when the final answer commits
-        to it (`astra.reward.root_answer`, docs/reward.md)."""
+        yet solved by it, or the root, which the reward counts only when the final answer's channel
+        states it (`astra.reward.root_answer`, docs/reward.md): the reward's own definition."""
         ep = self.ep
         leaves = {q.id for q in ep.target.sub_questions if not q.needs_tool}
         if leaves - set(solved_by_final_answer(ep.log.final_answer, ep.target)):
             return True
-        root = root_question(ep.target)
-        return not commits(root.answer, ep.log.final_answer, root.match)
+        return not root_answered(ep.log.final_answer, ep.target)

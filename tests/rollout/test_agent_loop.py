@@ -186,6 +186,24 @@ def test_stop_when_all_solved_lets_the_model_answer_a_pending_leaf(trainer_confi
     assert (log.terminated_by, log.assistant_turns, len(log.calls)) == (Termination.ALL_SOLVED, 2, 2)
 
 
+def test_the_early_stop_waits_for_the_roots_answer_in_the_channel_as_the_reward_does(envs):
+    """counter_env's root (c2) needs a tool. A final answer that states it only in prose (a turn
+    before a user turn and more calls) must not end the episode `all_solved`: the reward reads the
+    channel only, so the model still gets its answer turn."""
+    from types import SimpleNamespace
+
+    from astra_verl.rollout.agent_loop import LoopTransport
+
+    target = envs.counter.reward_target()
+
+    def pending(final_answer: str) -> bool:
+        fake = SimpleNamespace(ep=SimpleNamespace(target=target, log=SimpleNamespace(final_answer=final_answer)))
+        return LoopTransport._leaves_pending(fake)
+
+    assert pending("") and pending("The counter is 2.")
+    assert not pending("The counter is now <answer>2</answer>")
+
+
 def test_calls_whose_observations_overflow_the_budget_are_unseen(trainer_config, tiny_tokenizer, envs, kit):
     """The turn's tool messages are dropped when they overflow the response budget: the model
     never saw those outputs, so nothing they contain counts as solved."""
