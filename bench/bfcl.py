@@ -43,6 +43,7 @@ from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_run import prepare
 from astra_verl.rollout.toolset import ToolCatalog
 from env_registry.call_check import CallStatus
+from env_registry.families.bfcl_package import bfcl_module
 from env_registry.rows import RowInfo
 
 TARGET_S = 0.020
@@ -67,8 +68,9 @@ def ground_truth_log(env_id: str, turns) -> EpisodeLog:
 
 
 def bfcl_execute(entry, turns) -> None:
-    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils import execute_multi_turn_func_call
-
+    execute_multi_turn_func_call = bfcl_module(
+        "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils"
+    ).execute_multi_turn_func_call
     model = f"bench_{time.perf_counter_ns()}"  # fresh instances: BFCL caches them per model name and entry
     for calls in turns:
         execute_multi_turn_func_call(
@@ -82,8 +84,7 @@ def bfcl_execute(entry, turns) -> None:
 
 
 def bfcl_check(entry, turns) -> bool:
-    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
-
+    multi_turn_checker = bfcl_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker").multi_turn_checker
     decoded = [[[call_string(n, a) for n, a in calls]] if calls else [] for calls in turns]
     test_entry = {"id": entry.id, "initial_config": entry.initial_config, "involved_classes": entry.involved_classes}
     model = f"bench_{time.perf_counter_ns()}"

@@ -79,6 +79,7 @@ from benchkit import Report, machine_line  # noqa: E402
 from reward_rules import RULES, Rule, Scored, ours, plain, plain_rule_solved, plain_rule_solved_by_call  # noqa: E402, F401
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool  # noqa: E402
+from astra_foundation.stats import mean_se  # noqa: E402
 from astra_verl.calls.call_log import CallRecord, EpisodeLog  # noqa: E402
 from astra_verl.calls.solved import root_question  # noqa: E402
 from astra_verl.reward.f1 import precision_recall_f1, score_episode  # noqa: E402
@@ -445,13 +446,6 @@ def after_golden(
             for r, rule in RULES.items():
                 out[name][r].append(outcome(env, play, _say(log, final), rule))
     return out
-
-
-def mean_se(xs: list[float]) -> tuple[float, float]:
-    if not xs:
-        return math.nan, math.nan
-    se = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
-    return statistics.fmean(xs), se
 
 
 async def play_all(a: argparse.Namespace) -> tuple[dict[str, dict[str, list[Outcome]]], phrasings.Corpus]:

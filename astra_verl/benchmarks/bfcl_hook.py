@@ -61,6 +61,7 @@ from astra_verl.rollout.hooks import (
     register_hook,
     user_turn_counts,
 )
+from env_registry.families.bfcl_package import bfcl_module
 from env_registry.rows import ToolRef
 
 HOOK_NAME = "bfcl_multi_turn"
@@ -68,10 +69,9 @@ BFCL_PARSER = "astra_bfcl_qwen"  # call_parsing.BfclQwenCalls, registered by ast
 
 
 def bfcl_prompts() -> Any:
-    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import.
-    from bfcl_eval.constants import default_prompts
-
-    return default_prompts
+    # Lazy: bfcl-eval is optional (installed apart, --no-deps) and writes directories on import,
+    # under the root bfcl_package sets first.
+    return bfcl_module("bfcl_eval.constants.default_prompts")
 
 
 def parse_turns(raw: Any, env_id: str) -> list[UserTurn]:

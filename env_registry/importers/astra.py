@@ -458,7 +458,7 @@ def conversation(data: dict[str, Any]) -> Conversion:
     """An SFT conversation (ASTRA-SFT-1k, OpenAI messages): the other importer's input."""
     message = (
         "an SFT conversation (ASTRA-SFT-1k or OpenAI messages), not an environment: convert it with "
-        "`python -m data_synth traj import-astra FILE --out sft.parquet`"
+        "`python -m data_synth traj import-astra FILE --output-file sft.parquet`"
     )
     return Conversion("sft_conversation", None, [ValidationIssue("", "", Rule.IMPORT_FORMAT, message)])
 

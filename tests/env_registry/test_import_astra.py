@@ -266,4 +266,4 @@ def test_a_conversation_is_pointed_at_the_sft_importer():
     )
     c = convert(row, "f")
     assert c.format == "sft_conversation" and c.spec is None
-    assert "data_synth traj import-astra FILE --out sft.parquet" in c.issues[0].message
+    assert "data_synth traj import-astra FILE --output-file sft.parquet" in c.issues[0].message
