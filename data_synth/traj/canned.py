@@ -13,7 +13,7 @@ runs for real on any tool documentation, with no server:
 - grades pass the default thresholds; rewrites append a note to the original request;
 - the simulator answers `{"done": <call>}`, or the error the prompt asks for;
 - the agent calls the decoded tools one per turn, with a placeholder for each required argument,
-  then reports the last result; the judge gives 0.9, or 0.4 when a tool call failed.
+  then reports the last result, ending with the answer channel; the judge gives 0.9, or 0.4 when a tool call failed.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def _agent(text: str, payload: dict[str, Any]) -> dict[str, Any]:
     if done < len(plan) and plan[done] in schemas:
         return {"content": "", "tool_calls": [{"name": plan[done], "arguments": _arguments(schemas[plan[done]])}]}
     last = messages[-1]["content"] if messages[-1]["role"] == "tool" else "nothing to report"
-    return {"content": f"Done in {done} steps. The last result was: {str(last)[:200]}"}
+    # ends with the answer channel, as the agent's system prompt asks (traj/agent_system.md)
+    return {"content": f"Done in {done} steps. The last result was: {str(last)[:200]}\n<answer>{done} steps</answer>"}
 
 
 def _judge(text: str, payload: dict[str, Any]) -> dict[str, Any]:

@@ -75,6 +75,8 @@ def test_traj_dry_run_end_to_end_with_the_canned_responder(tmp_path, capsys):
     assert len(rows) > 0
     calls = [m for m in rows.iloc[0]["messages"] if m["role"] == "tool"]
     assert calls, "the canned agent called the tools its task was written for"
+    final = rows.iloc[0]["messages"][-1]
+    assert final["role"] == "assistant" and final["content"].rstrip().endswith("</answer>")  # the answer channel
     assert (run_dir / "report" / "report.md").exists() and (run_dir / "report" / "plots" / "funnel.png").exists()
     manifest = json.loads((run_dir / "manifest.json").read_text())
     assert manifest["steps"]["traj.interact"]["settings"]["model"] == "data_synth.traj.canned:respond"

@@ -227,6 +227,7 @@ def test_pipeline_end_to_end_with_funnel_and_export(tmp_path):
     row = df.iloc[0]
     roles = [m["role"] for m in row["messages"]]
     assert roles[:2] == ["system", "user"] and "tool" in roles and roles[-1] == "assistant"
+    assert "<answer>...</answer>" in row["messages"][0]["content"]  # the agent is told the answer channel
     assert {t["function"]["name"] for t in json.loads(row["tools"])} <= {
         t["name"] for s in SERVERS for t in s["base_info"]["tool_list"]
     }
