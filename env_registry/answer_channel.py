@@ -48,7 +48,9 @@ __all__ = [
     "channel",
     "channel_value",
     "final_message",
+    "has_channel",
     "infer_type",
+    "is_inability",
     "inferred_type",
     "instruction",
     "judge",
@@ -257,12 +259,26 @@ def _same(got: object, expected: object, rule: AnswerRule) -> bool:
     return got == expected
 
 
+def _no_inability(content: str) -> tuple[object, str]:
+    # `parse` reads a declared inability before the type; any other content is not one
+    return None, "not a declared inability (cannot answer: CAPABILITY)"
+
+
+def _any_capability(got: object, expected: object, rule: AnswerRule) -> bool:
+    # The capability's wording is free: a policy cannot know the name of a tool it was not shown,
+    # and a rule reading which capability a phrase names would be the prose reading issue 48 ended.
+    return True
+
+
 TYPES: dict[AnswerType, _Type] = {
     # the examples show the form only: none is a value of the procedural vocabulary, so copying one earns nothing
     AnswerType.NUMBER: _Type(_number, _same_number, "one number, with its unit if it has one", "1,234.5 km"),
     AnswerType.NAME: _Type(_name, _same, "one name", "Example Company"),
     AnswerType.DATE: _Type(_date, _same, "one date", "2020-01-31"),
     AnswerType.TEXT: _Type(_name, _same, "one short value (a word or a few)", "example"),
+    # the root of an unanswerable or missing-function environment (never a declared type, so never
+    # in a system prompt: the prompt shows the type the question would have)
+    AnswerType.INABILITY: _Type(_no_inability, _any_capability, "a declared inability", "cannot answer: example"),
 }
 
 
@@ -301,6 +317,8 @@ def parse(content: str, answer_type: AnswerType) -> ChannelValue:
     content = content[:-1].rstrip() if content.endswith((".", "。")) else content
     if content.casefold().startswith(INABILITY):
         capability = content[len(INABILITY) :].strip()
+        if capability and answer_type is AnswerType.INABILITY:
+            return ChannelValue(content, _fold(capability), inability=capability)
         why = "a declared inability" if capability else "a declared inability naming no missing capability"
         return ChannelValue(content, problem=why, inability=capability)
     problem = _screen(content)
@@ -398,9 +416,21 @@ def type_of(target: RewardTarget, q: TargetSubQuestion) -> AnswerType | None:
     """The type the channel is read in for `q`: the environment's declared type for its root
     (inferred from the root's answer for a target that declares none: rows of version-2 specs), the
     type its own answer parses in for another sub-question scored from the final answer."""
+    if is_inability(q.answer):
+        return AnswerType.INABILITY  # a declining root (unanswerable, missing-function environments)
     if target.answer_type is not None and q.id == root_question(target).id:
         return target.answer_type
     return infer_type(q.answer, bool(q.match.rivals))
+
+
+def is_inability(answer: str) -> bool:
+    """An expected answer that is a declared inability: the root of an environment that declines."""
+    return answer.strip().casefold().startswith(INABILITY)
+
+
+def has_channel(text: str) -> bool:
+    """The text holds an answer channel (a turn that answers, not one that asks the user)."""
+    return bool(_CHANNEL.search(text or ""))
 
 
 def channel_value(spec: EnvSpec) -> str:
@@ -426,5 +456,10 @@ def inferred_type(spec: EnvSpec) -> AnswerType | None:
 
 def final_message(spec: EnvSpec) -> str:
     """An honest final answer to `spec`: its prose answer, then the channel (golden SFT
-    demonstrations, the honest policy of the benches, the golden-episode tests)."""
-    return f"{spec.final_answer}\n{channel(channel_value(spec))}"
+    demonstrations, the honest policy of the benches, the golden-episode tests). A declining
+    environment's (its root expects `cannot answer: CAPABILITY`) says so in prose first."""
+    value = channel_value(spec)
+    if is_inability(value):
+        capability = value.strip()[len(INABILITY) :].strip()
+        return f"I cannot answer this with the tools I have: {capability}.\n{channel(value)}"
+    return f"{spec.final_answer}\n{channel(value)}"

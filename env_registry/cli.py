@@ -68,6 +68,13 @@ def _generate(sub: Any, common: argparse.ArgumentParser) -> None:
     g.add_argument("--max-hops", type=int, default=4, help="longest tool chain (default 4)")
     g.add_argument("--domains", help=f"comma-separated subset of {','.join(DOMAINS)} (default all)")
     g.add_argument("--scenario-types", help=f"comma-separated subset of {','.join(SCENARIO_TYPES)} (default all)")
+    g.add_argument(
+        "--variants",
+        default="answerable=1",
+        help="shares of each variant, VARIANT=SHARE,... summing to 1 (answerable, unanswerable, missing_value, "
+        "missing_function, no_tool), or 'mix' for the recommended 0.6 answerable and 0.1 of each other "
+        "(default answerable=1; docs/environments.md, 'Variants')",
+    )
     g.set_defaults(run=_C + "generate:cmd_generate")
 
 

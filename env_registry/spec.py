@@ -24,6 +24,12 @@ Version 3 adds `EnvSpec.answer_type`: the type of the value the final answer's c
 a date or a short text. The reward parses the channel in that type and nothing else of the final
 answer. A version-2 record has none: its type is inferred from its root answer where that answer
 allows (`answer_channel.infer_type`), and it keeps its id (the field is left out while unset).
+
+Version 4 adds `EnvSpec.variant` (issue 49: what the right behaviour is: call then answer, declare
+an inability, ask the user for a missing value, answer without a tool) and `EnvSpec.user` (the
+scripted user that holds a missing value). Only records carrying a variant other than
+`answerable` are written as version 4: an answerable record leaves both fields out and is written
+as version 3, so every environment made before keeps its id (`VARIANT_SPEC_VERSION`).
 """
 
 from __future__ import annotations
@@ -38,8 +44,9 @@ from pydantic import Field, field_validator, model_serializer, model_validator
 
 from astra_foundation.strict import RecordModel
 
-SPEC_VERSION = 3
-READABLE_SPEC_VERSIONS = (1, 2, 3)
+SPEC_VERSION = 3  # what an answerable record is written as (its id does not change with version 4)
+VARIANT_SPEC_VERSION = 4  # a record with a variant other than answerable, or a scripted user
+READABLE_SPEC_VERSIONS = (1, 2, 3, 4)
 _NOT_IDENT = re.compile(r"[^0-9A-Za-z_]")
 
 
@@ -52,6 +59,16 @@ class ScenarioType(str, Enum):
     PARALLEL_MULTI_HOP = "parallel_multi_hop"
 
 
+class Variant(str, Enum):
+    """What the right behaviour in an environment is (docs/environments.md, "Variants")."""
+
+    ANSWERABLE = "answerable"  # call the tools, then answer in the channel
+    UNANSWERABLE = "unanswerable"  # the first step's tool is not offered: no call, a declared inability
+    MISSING_VALUE = "missing_value"  # the question leaves out an identifying value: ask the user, then call
+    MISSING_FUNCTION = "missing_function"  # the last step's tool is not offered: the earlier calls, then the inability
+    NO_TOOL = "no_tool"  # the question states what the answer needs: answer without a call
+
+
 class AnswerType(str, Enum):
     """The type of an environment's answer: what the answer channel's content must parse to
     (`env_registry.answer_channel` parses each; docs/reward.md lists the accepted forms)."""
@@ -60,18 +77,26 @@ class AnswerType(str, Enum):
     NAME = "name"  # one name: a candidate of the question, or a free name (case, accents, punctuation folded)
     DATE = "date"  # one calendar date ("1976-07-20", "July 20, 1976", "20.07.1976", "7/20/1976")
     TEXT = "text"  # a short text or enum value (a weekday, a category), folded as a name is
+    # a declared inability naming a capability ("cannot answer: ..."): the type the root of an
+    # unanswerable or missing-function environment is read in (never an environment's declared type)
+    INABILITY = "inability"
 
 
 class _Model(RecordModel):
     # Fields added after version 1: written only when set, so a version-1 record dumps (and
     # hashes) exactly as it did.
     _ADDED: ClassVar[tuple[str, ...]] = ()
+    # Fields added after version 1 with a non-empty default: written only when they differ from it.
+    _LEFT_OUT_AT: ClassVar[dict[str, Any]] = {}
 
     @model_serializer(mode="wrap")
     def _leave_out_empty_additions(self, handler: Any) -> Any:
         data = handler(self)
         for name in self._ADDED:
             if isinstance(data, dict) and name in data and not data[name]:
+                del data[name]
+        for name, default in self._LEFT_OUT_AT.items():
+            if isinstance(data, dict) and name in data and data[name] in (default, getattr(default, "value", None)):
                 del data[name]
         return data
 
@@ -204,6 +229,21 @@ class Provenance(_Model):
     )
 
 
+class ScriptedUser(_Model):
+    """The user of a missing-value environment: it holds the identifying value the question leaves
+    out, gives it when the agent asks (a turn without calls and without an answer channel), and
+    says it knows nothing else when asked again (`astra_verl.rollout.hooks.ScriptedUserTurnsHook`)."""
+
+    missing: str = Field(description="what the question leaves out, as the agent would ask for it ('the city')")
+    value: str = Field(description="the value the user holds: the golden call's identifying argument")
+    reply: str = Field(description="the user's answer to the agent's question; it states `value`")
+    otherwise: str = Field(description="the user's answer to any further question")
+
+    def turns(self) -> list[str]:
+        """The user turns after the prompt's, in the order the hook delivers them."""
+        return [self.reply]
+
+
 class EnvSpec(_Model):
     """One environment. Build with `EnvSpec.create(...)` to get the id filled in."""
 
@@ -222,8 +262,12 @@ class EnvSpec(_Model):
         description="the type of the value the final answer's channel carries (None: a version-2 record, "
         "or an environment without sub-questions; the reward then infers it from the root answer)",
     )
+    variant: Variant = Field(default=Variant.ANSWERABLE, description="the right behaviour (version 4)")
+    user: ScriptedUser | None = Field(default=None, description="the scripted user of a missing-value environment")
     provenance: Provenance
-    _ADDED: ClassVar[tuple[str, ...]] = ("answer_type",)
+    _ADDED: ClassVar[tuple[str, ...]] = ("answer_type", "user")
+    # answerable is the default and what every record before version 4 is: left out, so ids stay
+    _LEFT_OUT_AT: ClassVar[dict[str, Any]] = {"variant": Variant.ANSWERABLE.value}
 
     @field_validator("spec_version")
     @classmethod
@@ -240,6 +284,12 @@ class EnvSpec(_Model):
             raise ValueError("a spec_version 1 record cannot carry rivals, call_key or golden-call answers (version 2)")
         if self.spec_version < 3 and self.answer_type is not None:
             raise ValueError("a spec_version 1 or 2 record cannot carry answer_type (version 3)")
+        if self.spec_version < VARIANT_SPEC_VERSION and (self.variant is not Variant.ANSWERABLE or self.user):
+            raise ValueError(f"a spec_version {self.spec_version} record cannot carry variant or user (version 4)")
+        if (self.user is not None) != (self.variant is Variant.MISSING_VALUE):
+            raise ValueError("a scripted user belongs to a missing_value environment, and one needs it")
+        if self.answer_type is AnswerType.INABILITY:
+            raise ValueError("answer_type 'inability' is the type of a declining root, not an environment's type")
         return self
 
     # -- identity -------------------------------------------------------------------------

@@ -34,6 +34,10 @@ Rules (the replay rules `replay_error`, `replay_mismatch` and `determinism` are 
 - answer_type           the root's answer parses as one value of the environment's answer type
                         and states itself in it (undeclared: its answer parses in some type), so the
                         answer channel can carry it (`env_registry.answer_channel`)
+- variant               the environment keeps its variant's rules (`env_registry.variants`: a declining
+                        root for unanswerable / missing_function, no tool sub-question for no_tool, a
+                        scripted user holding a first step's argument the question leaves out); the
+                        trace's shape (has_tool_node, scenario_type) is checked where the variant keeps it
 - import_format         an imported record lacks a field, or has one of the wrong type (importers)
 - call_statement        an imported call statement is not one call with literal arguments (importers)
 """
@@ -56,6 +60,7 @@ from env_registry.arguments import argument_validator, schema_error
 from env_registry.matching import answer_in_text
 from env_registry.shape import classify, shape_of
 from env_registry.spec import EnvSpec, ToolSpec
+from env_registry.variants import VARIANTS, variant_problems
 
 
 class Rule(str, Enum):
@@ -84,6 +89,7 @@ class Rule(str, Enum):
     CALL_KEY = "call_key"
     SCENARIO_TYPE = "scenario_type"
     ANSWER_TYPE = "answer_type"
+    VARIANT = "variant"
     REPLAY_ERROR = "replay_error"
     REPLAY_MISMATCH = "replay_mismatch"
     DETERMINISM = "determinism"
@@ -131,10 +137,12 @@ def check_structure(env: EnvSpec) -> list[ValidationIssue]:
     acyclic = _check_trace(env, out)
     tools = _check_tools(env, out)
     _check_assignment(env, tools, out)
-    if acyclic:
+    if acyclic and VARIANTS[env.variant].tool_shape:
         _check_shape(env, out)
     if env.sub_questions and all(q.answer.strip() for q in env.sub_questions) and env.final_answer.strip():
         _check_answer_type(env, out)
+        for path, why in variant_problems(env):
+            out.add(path, Rule.VARIANT, why)
     return list(out)
 
 

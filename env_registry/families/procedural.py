@@ -35,11 +35,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 
 from env_registry.families._tasks import DOMAINS, Builder, Task, multi_hop, parallel_single_hop, single_hop
 from env_registry.families._values import Retry, Value, fmt, rule_for
+from env_registry.families._variants import MAKERS, VariantShares
 from env_registry.families._vocabulary import Vocabulary
 from env_registry.families._world import build_world
 from env_registry.shape import classify
@@ -51,6 +52,7 @@ from env_registry.spec import (
     ScenarioType,
     SubQuestion,
     ToolSpec,
+    Variant,
 )
 
 GENERATOR = "procedural"
@@ -78,7 +80,7 @@ def _with_unit(v: Value, unit: str) -> str:
 # -- assembly ---------------------------------------------------------------------------
 
 
-def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int) -> EnvSpec:
+def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int | str) -> EnvSpec:
     names = {key: kind.name for key, kind in b.kinds.items()}
     golden: dict[str, list[GoldenCall]] = {key: [] for key in b.kinds}
     for n in b.nodes:
@@ -133,7 +135,7 @@ def _assemble(b: Builder, task: Task, stype: ScenarioType, seed: int, index: int
 
 
 def _one(
-    seed: int, index: int, max_hops: int, domains: Sequence[str], types: Sequence[ScenarioType], vocab: Vocabulary
+    seed: int, index: int | str, max_hops: int, domains: Sequence[str], types: Sequence[ScenarioType], vocab: Vocabulary
 ) -> EnvSpec:
     # Domain, type and depth are drawn once per index, so a combination that often needs redraws
     # is not under-represented; after half the attempts the depth is redrawn too (a domain's
@@ -166,6 +168,7 @@ def iter_generate(
     domains: Sequence[str] | None = None,
     *,
     scenario_types: Sequence[ScenarioType | str] | None = None,
+    variants: VariantShares | None = None,
 ) -> Iterator[EnvSpec]:
     """Yield `n` distinct environments (see `generate`)."""
     if n < 0:
@@ -183,10 +186,11 @@ def iter_generate(
         if not types:
             raise ValueError(f"{[t.value for t in multi]} need max_hops >= 2")
     vocab = Vocabulary.build()
+    shares = variants or VariantShares()
     seen: set[str] = set()
     index = 0
     while len(seen) < n:
-        env = _one(seed, index, max_hops, domains, types, vocab)
+        env = _of_variant(shares, seed, index, lambda i: _one(seed, i, max_hops, domains, types, vocab))
         index += 1
         if env.id not in seen:
             seen.add(env.id)
@@ -200,8 +204,30 @@ def generate(
     domains: Sequence[str] | None = None,
     *,
     scenario_types: Sequence[ScenarioType | str] | None = None,
+    variants: VariantShares | None = None,
 ) -> list[EnvSpec]:
     """`n` distinct procedural environments, deterministic per seed (same seed: same envs, same
     ids, in the same order). `max_hops` bounds the longest tool chain; `domains` is a subset of
-    `DOMAINS`; `scenario_types` restricts the four types (default: all, drawn uniformly)."""
-    return list(iter_generate(n, seed, max_hops, domains, scenario_types=scenario_types))
+    `DOMAINS`; `scenario_types` restricts the four types (default: all, drawn uniformly);
+    `variants` the shares of each variant (default: answerable only, as before variants)."""
+    return list(iter_generate(n, seed, max_hops, domains, scenario_types=scenario_types, variants=variants))
+
+
+def _of_variant(shares: VariantShares, seed: int, index: int, one: Callable[[int | str], EnvSpec]) -> EnvSpec:
+    """Environment `index` in the variant its own draw gives. An answerable one is exactly the
+    environment of `index` without variants (ids do not change); another is made from answerable
+    environments drawn for it until one can carry the variant (a single-hop question has no
+    missing function)."""
+    draw = random.Random(f"{GENERATOR}/{FAMILY_VERSION}/{seed}/{index}/variant").random()
+    variant = shares.pick(draw) if set(shares.shares) != {Variant.ANSWERABLE} else Variant.ANSWERABLE
+    if variant is Variant.ANSWERABLE:
+        return one(index)
+    for attempt in range(_ATTEMPTS):
+        made = MAKERS[variant](one(f"{index}/{variant.value}/{attempt}"))
+        if made is not None:
+            return made
+    raise RuntimeError(
+        f"procedural generator made no {variant.value} environment for seed {seed}, index {index} in {_ATTEMPTS} "
+        "attempts (the domains or scenario types allowed may not carry it: missing_value needs single- or "
+        "multi-hop questions, missing_function multi-hop ones, no_tool comparisons)"
+    )

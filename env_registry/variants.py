@@ -1,0 +1,142 @@
+"""Environment variants: what the right behaviour in an environment is (issue 49).
+
+Every environment used to have one right behaviour: call the tools, then answer. A variant
+(`EnvSpec.variant`, spec version 4) says which other one it asks for; each row of `VARIANTS`
+carries what that means for validation, export and demonstrations:
+
+- answerable: call, then answer in the channel;
+- unanswerable: the tool of the first step is not offered and no offered tool replaces it; the
+  right final answer declares the inability (`<answer>cannot answer: CAPABILITY</answer>`);
+- missing_value: the question leaves out one identifying argument that a scripted user holds
+  (`EnvSpec.user`); the agent asks (a turn without calls and without a channel), the user answers,
+  then the calls and the answer as in an answerable environment;
+- missing_function: the last step's tool is not offered; the earlier steps' calls, then the
+  declared inability naming the missing capability;
+- no_tool: the question states what the answer needs; the answer without a call.
+
+The reward needs nothing new: a declining environment's root sub-question expects a declared
+inability (`answer_channel.is_inability`, read in the `inability` type); a missing-value
+environment's golden calls carry the value the user holds, so a call with an invented one is a
+wrong-entity call; a no-tool environment has no tool sub-question, so any call costs precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from env_registry.answer_channel import INABILITY, is_inability, root_question
+from env_registry.spec import EnvSpec, Variant
+
+__all__ = ["VARIANTS", "VariantRule", "ask_message", "interaction_kwargs", "variant_problems"]
+
+SCRIPTED_USER_HOOK = "scripted_user_turns"  # astra_verl.rollout.hooks.ScriptedUserTurnsHook
+
+
+def _declining(env: EnvSpec) -> list[tuple[str, str]]:
+    root = root_question(env.reward_target())
+    if not is_inability(root.answer) or root.needs_tool:
+        return [("sub_questions", f"the root {root.id!r} of a {env.variant.value} environment must expect a "
+                 f"declared inability ('{INABILITY} CAPABILITY') and need no tool, not {root.answer!r}")]  # fmt: skip
+    return []
+
+
+def _answers_a_value(env: EnvSpec) -> list[tuple[str, str]]:
+    root = root_question(env.reward_target())
+    if is_inability(root.answer):
+        return [("sub_questions", f"a {env.variant.value} environment's root {root.id!r} expects a declared "
+                 "inability; only unanswerable and missing_function environments decline")]  # fmt: skip
+    return []
+
+
+def _unanswerable(env: EnvSpec) -> list[tuple[str, str]]:
+    problems = _declining(env)
+    if any(q.needs_tool for q in env.sub_questions):
+        problems.append(("sub_questions", "an unanswerable environment has no tool sub-question (no step can be done)"))
+    return problems
+
+
+def _missing_function(env: EnvSpec) -> list[tuple[str, str]]:
+    problems = _declining(env)
+    if not any(q.needs_tool for q in env.sub_questions):
+        problems.append(
+            ("sub_questions", "a missing_function environment keeps the earlier steps' tool sub-questions; it has none")
+        )
+    return problems
+
+
+def _no_tool(env: EnvSpec) -> list[tuple[str, str]]:
+    problems = _answers_a_value(env)
+    if any(q.needs_tool or q.depends_on for q in env.sub_questions):
+        problems.append(("sub_questions", "a no_tool environment's sub-questions need no tool and depend on nothing"))
+    return problems
+
+
+def _golden_values(env: EnvSpec) -> list[Any]:
+    first = {q.tool for q in env.sub_questions if q.needs_tool and not q.depends_on}
+    values: list[Any] = []
+    for t in env.tools:
+        if t.name in first:
+            for g in t.golden_calls:
+                for v in g.args.values():
+                    values += v if isinstance(v, list) else [v]
+    return values
+
+
+def _missing_value(env: EnvSpec) -> list[tuple[str, str]]:
+    problems = _answers_a_value(env)
+    user = env.user
+    if user is None:  # the spec itself refuses this; kept for a clear message
+        return [*problems, ("user", "a missing_value environment needs its scripted user")]
+    if user.value.casefold() in env.question.casefold():
+        problems.append(("question", f"the question still states the value the user holds ({user.value!r})"))
+    if user.value not in user.reply:
+        problems.append(("user.reply", f"the user's reply {user.reply!r} does not give the value {user.value!r}"))
+    if user.value not in _golden_values(env):
+        problems.append(("user.value", f"{user.value!r} is no argument of a first step's golden call"))
+    return problems
+
+
+@dataclass(frozen=True)
+class VariantRule:
+    """What a variant means for the environment's checks and its episodes."""
+
+    problems: Callable[[EnvSpec], list[tuple[str, str]]]  # (field, why) of what breaks the variant
+    tool_shape: bool  # the trace's shape is checked (at least one tool node; scenario_type is its shape)
+    user: bool  # a scripted user answers the agent's questions (its turns travel in the row)
+
+
+VARIANTS: dict[Variant, VariantRule] = {
+    Variant.ANSWERABLE: VariantRule(_answers_a_value, tool_shape=True, user=False),
+    Variant.UNANSWERABLE: VariantRule(_unanswerable, tool_shape=False, user=False),
+    Variant.MISSING_VALUE: VariantRule(_missing_value, tool_shape=True, user=True),
+    # the scenario type describes the question asked, not the steps left once the last tool is gone
+    Variant.MISSING_FUNCTION: VariantRule(_missing_function, tool_shape=False, user=False),
+    Variant.NO_TOOL: VariantRule(_no_tool, tool_shape=False, user=False),
+}
+
+
+def variant_problems(env: EnvSpec) -> list[tuple[str, str]]:
+    """(field, why) of every way `env` breaks its variant's rules (structure's `variant` rule)."""
+    return VARIANTS[env.variant].problems(env)
+
+
+def interaction_kwargs(env: EnvSpec, default: dict[str, Any]) -> dict[str, Any]:
+    """The hook configuration a row of `env` carries: the scripted user of a missing-value
+    environment (so RL, `eval envs` and SFT run the same user), else `default`."""
+    if not VARIANTS[env.variant].user or env.user is None:
+        return dict(default)
+    return {
+        "name": SCRIPTED_USER_HOOK,
+        "turns": env.user.turns(),
+        "otherwise": env.user.otherwise,
+        "answer_ends": True,
+    }
+
+
+def ask_message(env: EnvSpec) -> str:
+    """The golden demonstration's question to the user (no call, no channel)."""
+    if env.user is None:
+        raise ValueError(f"environment {env.id} ({env.variant.value}) has no scripted user to ask")
+    return f"To look this up I need to know which one you mean. Which is {env.user.missing}?"

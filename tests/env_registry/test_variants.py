@@ -1,0 +1,139 @@
+"""Environment variants of the procedural family (issue 49): generation, the spec's version
+rules, the structural `variant` rule, and the golden replay of each variant in the sandbox."""
+
+from __future__ import annotations
+
+import pytest
+
+from env_registry.answer_channel import channel, is_inability, judge, root_question, type_of
+from env_registry.families._variants import MIX, VariantShares, missing_function, missing_value, no_tool
+from env_registry.families.procedural import generate
+from env_registry.spec import AnswerType, EnvSpec, ScriptedUser, Variant
+from env_registry.structure import Rule, check_structure
+from env_registry.variants import interaction_kwargs
+
+
+@pytest.fixture(scope="module")
+def mixed() -> list[EnvSpec]:
+    return generate(60, seed=4, variants=VariantShares.parse("mix"))
+
+
+def _one(envs: list[EnvSpec], variant: Variant) -> EnvSpec:
+    return next(e for e in envs if e.variant is variant)
+
+
+def test_every_variant_is_generated_structurally_valid_and_deterministic(mixed):
+    assert {e.variant for e in mixed} == set(Variant)
+    assert all(check_structure(e) == [] for e in mixed), [str(i) for e in mixed for i in check_structure(e)]
+    again = generate(60, seed=4, variants=VariantShares.parse("mix"))
+    assert [e.id for e in again] == [e.id for e in mixed]
+    assert [e.id for e in generate(20, seed=4, variants=VariantShares(shares=dict(MIX)))] == [e.id for e in mixed[:20]]
+
+
+def test_answerable_only_keeps_every_id_and_version_3():
+    plain = generate(8, seed=1)
+    assert [e.id for e in generate(8, seed=1, variants=VariantShares.parse("answerable=1"))] == [e.id for e in plain]
+    assert all(e.spec_version == 3 and "variant" not in e.to_json() for e in plain)
+
+
+def test_a_variant_is_version_4_and_round_trips(mixed):
+    for variant in Variant:
+        env = _one(mixed, variant)
+        back = EnvSpec.from_json(env.to_json())
+        assert back == env and back.content_hash() == env.id
+        assert env.spec_version == (3 if variant is Variant.ANSWERABLE else 4)
+
+
+def test_version_3_cannot_carry_a_variant(mixed):
+    body = _one(mixed, Variant.NO_TOOL).model_dump(mode="json")
+    body["spec_version"] = 3
+    with pytest.raises(ValueError, match="version 4"):
+        EnvSpec.model_validate(body)
+
+
+def test_a_user_belongs_to_missing_value_only(mixed):
+    body = _one(mixed, Variant.NO_TOOL).model_dump(mode="json")
+    body["user"] = ScriptedUser(missing="the city", value="X", reply="The city is X.", otherwise="no").model_dump()
+    with pytest.raises(ValueError, match="scripted user"):
+        EnvSpec.model_validate(body)
+
+
+def test_declining_roots_are_read_as_an_inability(mixed):
+    for variant in (Variant.UNANSWERABLE, Variant.MISSING_FUNCTION):
+        env = _one(mixed, variant)
+        target = env.reward_target()
+        root = root_question(target)
+        assert is_inability(root.answer) and not root.needs_tool
+        assert type_of(target, root) is AnswerType.INABILITY
+        assert env.answer_type is not AnswerType.INABILITY  # the prompt shows the question's own type
+        assert judge(channel("cannot answer: no tool gives it"), root.answer, root.match, AnswerType.INABILITY).counted
+        assert not judge(channel("cannot answer:"), root.answer, root.match, AnswerType.INABILITY).counted
+        assert not judge(channel("42"), root.answer, root.match, AnswerType.INABILITY).counted
+
+
+def test_unanswerable_has_no_step_left_and_missing_function_keeps_the_earlier_ones(mixed):
+    env = _one(mixed, Variant.UNANSWERABLE)
+    assert not any(q.needs_tool for q in env.sub_questions)
+    env = _one(mixed, Variant.MISSING_FUNCTION)
+    steps = [q for q in env.sub_questions if q.needs_tool]
+    assert steps and all(q.tool in {t.name for t in env.tools} for q in steps)
+    assert set(root_question(env.reward_target()).depends_on) <= {q.id for q in steps}
+
+
+def test_missing_value_moves_the_entity_to_the_user(mixed):
+    env = _one(mixed, Variant.MISSING_VALUE)
+    assert env.user is not None and env.user.value not in env.question and env.user.value in env.user.reply
+    assert "I have in mind" in env.question
+    assert interaction_kwargs(env, {"name": "astra_default"}) == {
+        "name": "scripted_user_turns",
+        "turns": [env.user.reply],
+        "otherwise": env.user.otherwise,
+        "answer_ends": True,
+    }
+    assert interaction_kwargs(_one(mixed, Variant.NO_TOOL), {"name": "astra_default"}) == {"name": "astra_default"}
+
+
+def test_no_tool_states_its_inputs_and_needs_no_tool(mixed):
+    env = _one(mixed, Variant.NO_TOOL)
+    assert [q.needs_tool for q in env.sub_questions] == [False] and env.tools
+    assert env.sub_questions[0].question == env.question
+
+
+def test_makers_refuse_environments_that_cannot_carry_them():
+    single = next(e for e in generate(10, seed=1) if e.scenario_type.value == "single_hop")
+    assert missing_function(single) is None  # one step: nothing earlier to keep
+    assert no_tool(single) is None  # its root is a tool's sub-question
+    parallel = next(e for e in generate(10, seed=1) if e.scenario_type.value == "parallel_single_hop")
+    assert missing_value(parallel) is None  # several entities: which one would the user hold?
+
+
+@pytest.mark.parametrize(
+    ("variant", "change", "says"),
+    [
+        (Variant.NO_TOOL, lambda b: b["sub_questions"][0].update(answer="cannot answer: x"), "only unanswerable"),
+        (Variant.MISSING_VALUE, lambda b: b["user"].update(value="Nobody Known"), "no argument"),
+        (Variant.UNANSWERABLE, lambda b: b["sub_questions"][0].update(answer="42"), "declared inability"),
+    ],
+)
+def test_the_variant_rule_names_what_breaks(mixed, variant, change, says):
+    body = _one(mixed, variant).model_dump(mode="json")
+    change(body)
+    if variant is Variant.MISSING_VALUE:
+        body["user"]["reply"] = "The thing is Nobody Known."
+    broken = EnvSpec.create(**{k: v for k, v in body.items() if k != "id"})
+    issues = [i for i in check_structure(broken) if i.rule is Rule.VARIANT]
+    assert issues and says in issues[0].message, [str(i) for i in check_structure(broken)]
+
+
+def test_shares_are_checked():
+    with pytest.raises(ValueError, match="sum to 1"):
+        VariantShares.parse("answerable=0.5")
+    with pytest.raises(ValueError, match="VARIANT=SHARE"):
+        VariantShares.parse("answerable=0.5,sometimes=0.5")
+
+
+def test_golden_replay_validates_every_variant(mixed):
+    from env_registry.validate import validate_envs
+
+    report = validate_envs([_one(mixed, v) for v in Variant])
+    assert report.ok, [str(i) for i in report.all_issues()]
