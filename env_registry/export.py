@@ -58,6 +58,7 @@ from astra_foundation.strict import StrictModel
 from env_registry.answer_channel import inferred_type, instruction
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef, compact_tool, distractor_key
 from env_registry.spec import EnvSpec
+from env_registry.variants import interaction_kwargs
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant with access to tools. Answer the user's question by calling the tools "
@@ -267,7 +268,7 @@ def export_rows(
                     "index": len(rows),
                     "split": split,
                     "astra": info.to_json(),
-                    "interaction_kwargs": dict(cfg.interaction_kwargs),
+                    "interaction_kwargs": interaction_kwargs(env, cfg.interaction_kwargs),
                 },
             }
         )
@@ -285,8 +286,11 @@ def write_parquet(rows: list[dict[str, Any]], path: Path, schema: Any = None) ->
 def write_export(result: ExportResult, out: str | Path, config: ExportConfig, extra: dict[str, Any]) -> Path:
     """Write `<out>/mix_<mode>/{train,val}.parquet`, `dropped.jsonl`, `manifest.json`; returns the folder."""
     folder = Path(out) / f"mix_{config.mixing_mode}"
-    sample = (result.train or result.val)[:1]
-    schema = pa.Table.from_pylist(sample).schema if sample else None  # an empty split keeps the columns
+    # one schema for both splits, inferred from every row: an empty split keeps the columns, and the
+    # keys of a scripted user's interaction_kwargs (missing-value rows) are kept where the first row
+    # has none (other rows read them as null)
+    every = result.train + result.val
+    schema = pa.Table.from_pylist(every).schema if every else None
     write_parquet(result.train, folder / "train.parquet", schema)
     write_parquet(result.val, folder / "val.parquet", schema)
     with open(folder / "dropped.jsonl", "w", encoding="utf-8") as f:

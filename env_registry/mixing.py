@@ -331,8 +331,10 @@ class ToolMixer:
         if len(eligible) == 0:
             return []
         chosen: set[int] = set()
-        for tool in env.tools:
-            sims = min_max(self.similarity.scores(tool_doc(tool))[eligible])
+        # an environment without tools of its own (an unanswerable variant) bands around its question,
+        # so its distractors include near misses of what the question asks
+        for doc in [tool_doc(t) for t in env.tools] or [env.question]:
+            sims = min_max(self.similarity.scores(doc)[eligible])
             bands = (
                 eligible[sims > self.band_high],
                 eligible[(sims >= self.band_low) & (sims <= self.band_high)],

@@ -35,6 +35,7 @@ from typing import Any, ClassVar, Protocol
 
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
+from env_registry.answer_channel import has_channel
 from env_registry.episode_driver import HookAction, SilentHook
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
@@ -186,9 +187,16 @@ def _user_turn(raw: Any, where: str, env_id: str | None) -> UserTurn:
 class ScriptedUserTurnsHook(EnvironmentHook):
     """Further user turns listed in the row, delivered one per assistant turn that ends without calls.
 
-    interaction_kwargs: {"name": "scripted_user_turns", "turns": [turn, ...], "env_id": optional}
-    with turns as `UserTurn` reads them, each with content. After the last turn is answered the
-    episode ends. Final state: `user_turn_counts` (the turns it lists after the prompt's).
+    interaction_kwargs: {"name": "scripted_user_turns", "turns": [turn, ...], "env_id": optional,
+    "answer_ends": optional bool, "otherwise": optional str} with turns as `UserTurn` reads them,
+    each with content. After the last turn is answered the episode ends.
+
+    The user of a missing-value environment (issue 49, `env_registry.variants.interaction_kwargs`
+    writes it into the row, so RL, `eval envs` and SFT run the same user): with `answer_ends`, a
+    turn that holds an answer channel is the final answer and ends the episode (the user answers
+    questions, not answers); `otherwise` is said once to a question asked after the listed turns
+    (the user knows nothing else), and the next question ends the episode.
+    Final state: `user_turn_counts` (the turns it lists after the prompt's).
     """
 
     def __init__(self, kwargs: dict[str, Any]):
@@ -197,14 +205,27 @@ class ScriptedUserTurnsHook(EnvironmentHook):
         for i, turn in enumerate(self.turns):
             if turn.content is None:
                 raise HookError(f"scripted_user_turns: turns[{i}] has no content (this hook sends it verbatim)")
+        self.answer_ends = kwargs.get("answer_ends") or False
+        self.otherwise = kwargs.get("otherwise")
+        if not isinstance(self.answer_ends, bool) or not (self.otherwise is None or isinstance(self.otherwise, str)):
+            raise HookError(
+                "scripted_user_turns: answer_ends must be true or false and otherwise a string, got "
+                f"{self.answer_ends!r} and {self.otherwise!r}; re-export the rows (python -m env_registry export-parquet)"
+            )
         self.delivered = 0
+        self.said_otherwise = False
 
     def tool_pool(self) -> list[ToolRef]:
         return [ref for turn in self.turns for ref in turn.add_tools]
 
     async def on_assistant_end(self, view: EpisodeView, content: str) -> HookAction | None:
-        if self.delivered >= len(self.turns):
+        if self.answer_ends and has_channel(content):
             return None
+        if self.delivered >= len(self.turns):
+            if self.otherwise is None or self.said_otherwise:
+                return None
+            self.said_otherwise = True
+            return HookAction(user_message=self.otherwise)
         turn = self.turns[self.delivered]
         self.delivered += 1
         return HookAction(user_message=turn.content, add_tools=turn.add_tools)

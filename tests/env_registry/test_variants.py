@@ -3,6 +3,8 @@ rules, the structural `variant` rule, and the golden replay of each variant in t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from env_registry.answer_channel import channel, is_inability, judge, root_question, type_of
@@ -137,3 +139,29 @@ def test_golden_replay_validates_every_variant(mixed):
 
     report = validate_envs([_one(mixed, v) for v in Variant])
     assert report.ok, [str(i) for i in report.all_issues()]
+
+
+def test_export_carries_the_scripted_user_in_its_rows(tmp_path, mixed):
+    import pyarrow.parquet as pq
+
+    from env_registry.export import ExportConfig, export_rows, write_export
+    from env_registry.store import EnvStore
+
+    with EnvStore.open(tmp_path / "store", "a", durable=False) as store:
+        store.add_many(mixed)
+    store = EnvStore.open(tmp_path / "store")
+    cfg = ExportConfig(val_fraction=0.0)
+    folder = write_export(export_rows(store, config=cfg, progress=False), tmp_path / "out", cfg, {})
+    rows = pq.read_table(folder / "train.parquet").to_pylist()
+    users = {e.id: e.user for e in mixed if e.user is not None}
+    seen = 0
+    for row in rows:
+        kwargs = row["extra_info"]["interaction_kwargs"]
+        env_id = json.loads(row["extra_info"]["astra"])["env_id"]
+        if env_id in users:
+            seen += 1
+            assert kwargs["name"] == "scripted_user_turns" and kwargs["turns"] == [users[env_id].reply]
+            assert kwargs["answer_ends"] is True and kwargs["otherwise"] == users[env_id].otherwise
+        else:
+            assert kwargs["name"] == "astra_default"
+    assert seen == len(users) > 0
