@@ -9,6 +9,12 @@ the only part the reward reads.
 One call per turn: verl's multi-turn SFT dataset tokenizes turn by turn, and grouped parallel tool
 results would fail its sanity check.
 
+Variants (issue 49, `env_registry.variants`) need no other plan: a missing-value environment's
+demonstration first asks the user which entity is meant (`variants.ask_message`: no call, no
+channel) and shows the scripted user's reply, then its calls; an unanswerable one makes no call
+and a missing-function one only the earlier steps' calls (their tool sub-questions are all they
+have), then the declared inability (`answer_channel.final_message`); a no-tool one answers at once.
+
 Recovery. Demonstrations of successes only teach nothing about what to do after a failed call
 (a policy fine-tuned on them answers an error with another invalid call). A share of the rows
 (`Recovery.share`, default 20%, as ASTRA injects failures) therefore shows one failed attempt
@@ -39,8 +45,8 @@ and learns the correction, not the mistake. Which rows, which call and which kin
 `Recovery.seed` and the environment id only, so a rerun writes the same data.
 
 The parquet has the format `data_synth traj export` writes (`data_synth/traj/export_sft.py`):
-`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or ""), `no_tool` (a twin)
-and `sft_version`;
+`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or ""), `no_tool` (a twin),
+`variant` (the environment's, `EnvSpec.variant`) and `sft_version`;
 verl reads it with `data_synth.traj.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it).
 This is the laptop stand-in for trajectory synthesis: it needs no LLM, and it is what `make demo`
 fine-tunes the tiny model on before GRPO, so that the policy emits real tool calls.
@@ -69,10 +75,11 @@ from env_registry import call_errors
 from env_registry.answer_channel import channel, final_message
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo, row_env, row_tool
-from env_registry.spec import EnvSpec, SubQuestion, tool_module
+from env_registry.spec import EnvSpec, SubQuestion, Variant, tool_module
 from env_registry.store import EnvStore
+from env_registry.variants import ask_message
 
-SFT_VERSION = 3  # 3: the `no_tool` column
+SFT_VERSION = 4  # 3: the `no_tool` column; 4: the `variant` column
 
 RecoveryKind = Literal["wrong_argument", "unknown_tool", "malformed"]
 RECOVERY_KINDS: tuple[RecoveryKind, ...] = ("wrong_argument", "unknown_tool", "malformed")
@@ -149,6 +156,7 @@ class GoldenSummary:
     recovery: Counter = field(default_factory=Counter)  # kind -> rows
     fallbacks: Counter = field(default_factory=Counter)  # "wanted->given" -> rows
     no_tool: int = 0  # no-tool twins written after the golden rows
+    variants: Counter = field(default_factory=Counter)  # variant -> golden rows (issue 49)
 
     def describe(self) -> str:
         kinds = ", ".join(f"{k} {n}" for k, n in sorted(self.recovery.items())) or "none"
@@ -157,6 +165,8 @@ class GoldenSummary:
         )
         if self.no_tool:
             text += f", plus {self.no_tool} no-tool twins (other domains' tools, answered without a call)"
+        if set(self.variants) - {"answerable"}:
+            text += "; variants: " + ", ".join(f"{k} {n}" for k, n in sorted(self.variants.items()))
         if self.fallbacks:
             text += "; kinds replaced: " + ", ".join(f"{k} {n}" for k, n in sorted(self.fallbacks.items()))
         return text
@@ -294,6 +304,9 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
     attempt = plan.attempt
     failed = outputs.pop(attempt.before) if attempt is not None and attempt.runs is not None else None
     messages = [dict(m) for m in plan.row["prompt"]]
+    if plan.env.user is not None:  # a missing value: ask for it (no call, no answer), then the user's reply
+        messages += [{"role": "assistant", "content": ask_message(plan.env)}]
+        messages += [{"role": "user", "content": turn} for turn in plan.env.user.turns()]
     for i, ((name, args), result) in enumerate(zip(plan.calls, outputs, strict=True)):
         if attempt is not None and attempt.before == i:
             messages += _attempt_messages(attempt, failed)
@@ -306,11 +319,17 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
         messages.append({"role": "tool", "tool_call_id": call["id"], "name": name, "content": result.text})
     # the prose answer, then the channel: the only part of it the reward reads (docs/reward.md)
     messages.append({"role": "assistant", "content": final_message(plan.env)})
-    return sft_row(messages, plan.tools, plan.env.id, recovery=attempt.kind if attempt is not None else "")
+    recovery = attempt.kind if attempt is not None else ""
+    return sft_row(messages, plan.tools, plan.env.id, recovery=recovery, variant=plan.env.variant.value)
 
 
 def sft_row(
-    messages: list[dict[str, Any]], tools: list[dict[str, Any]], env_id: str, recovery: str = "", no_tool: bool = False
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    env_id: str,
+    recovery: str = "",
+    no_tool: bool = False,
+    variant: str = "answerable",
 ) -> dict[str, Any]:
     """One row of the SFT parquet (the module docstring lists its columns)."""
     return {
@@ -319,15 +338,23 @@ def sft_row(
         "env_id": env_id,
         "recovery": recovery,
         "no_tool": no_tool,
+        "variant": variant,
         "sft_version": SFT_VERSION,
     }
 
 
+def _among(plans: Sequence[GoldenPlan], keep: Callable[[GoldenPlan], bool]) -> list[GoldenPlan]:
+    return [p for p in plans if keep(p)]
+
+
 def no_tool_twins(plans: Sequence[GoldenPlan], no_tool: NoTool) -> list[dict[str, Any]]:
-    """round(share * n) extra SFT rows: a chosen row's prompt, other domains' tools, no call."""
+    """round(share * n) extra SFT rows: a chosen row's prompt, other domains' tools, no call. Only
+    answerable rows have twins: a no-tool question is answered without tools whatever is shown,
+    and a declining or missing-value one already has its own right behaviour."""
+    answerable = _among(plans, lambda p: p.env.variant is Variant.ANSWERABLE)
     twins = []
-    for i in chosen_rows(plans, no_tool.share, no_tool.seed, purpose="no-tool/"):
-        plan = plans[i]
+    for i in chosen_rows(answerable, no_tool.share, no_tool.seed, purpose="no-tool/"):
+        plan = answerable[i]
         own = {t.name for t in plan.env.tools} | set(plan.shown)
         pool = {
             t["function"]["name"]: t
@@ -382,11 +409,12 @@ def golden_rows(
     recovery = recovery or Recovery()
     stores: dict[str, EnvStore] = {}
     plans = [plan_row(row, stores) for row in pq.read_table(rl_parquet).to_pylist()]
-    summary = GoldenSummary(rows=len(plans))
-    for n, i in enumerate(chosen_rows(plans, recovery.share, recovery.seed)):
+    summary = GoldenSummary(rows=len(plans), variants=Counter(p.env.variant.value for p in plans))
+    calling = [i for i, p in enumerate(plans) if p.calls]  # a row without calls has none to fail first
+    for n, j in enumerate(chosen_rows([plans[i] for i in calling], recovery.share, recovery.seed)):
         start = n % len(recovery.kinds)  # the kinds in turn over the chosen rows
         kinds = recovery.kinds[start:] + recovery.kinds[:start]
-        plans[i] = with_attempt(plans[i], kinds, recovery.seed, summary)
+        plans[calling[j]] = with_attempt(plans[calling[j]], kinds, recovery.seed, summary)
     outputs = run_programs(_jobs(plans), progress=progress)
     # a wrong argument the tool accepted is no failure: those rows take their next kind and run again
     redo = [i for i, p in enumerate(plans) if p.attempt and p.attempt.runs and outputs[i][p.attempt.before].ok]

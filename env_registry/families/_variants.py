@@ -16,11 +16,14 @@ from pydantic import Field, model_validator
 
 from astra_foundation.strict import StrictModel
 from env_registry.answer_channel import INABILITY, root_question
+from env_registry.families._tools import PureKind
 from env_registry.matching import answer_in_text
 from env_registry.spec import VARIANT_SPEC_VERSION, EnvSpec, ScenarioType, ScriptedUser, SubQuestion, ToolSpec, Variant
 
 # What a first step's identifying parameter names, as the agent would ask for it.
 _NOUNS = {"name": "person", "events": "event", "products": "product", "companies": "company", "cities": "city"}
+# Tools without world data (unit conversion, arithmetic, dates): the same in every environment.
+PURE_TOOLS = frozenset(kind.key for kind in PureKind.__subclasses__())
 _OTHERWISE = "I don't know anything else about it; that is all I can tell you."
 
 
@@ -77,8 +80,7 @@ def missing_function(env: EnvSpec) -> EnvSpec | None:
     last = [q for q in steps if (q.hop_level or 1) == top]
     if top < 2 or len(last) != 1 or sum(q.tool == last[0].tool for q in steps) != 1:
         return None
-    key = env.tool(last[0].tool or "").call_key
-    if key is None or not key.params:
+    if last[0].tool in PURE_TOOLS:
         return None
     gone = _dependents(env, last[0].id)
     kept = [q for q in env.sub_questions if q.id not in gone]

@@ -141,18 +141,23 @@ def test_golden_replay_validates_every_variant(mixed):
     assert report.ok, [str(i) for i in report.all_issues()]
 
 
-def test_export_carries_the_scripted_user_in_its_rows(tmp_path, mixed):
-    import pyarrow.parquet as pq
-
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, mixed):
     from env_registry.export import ExportConfig, export_rows, write_export
     from env_registry.store import EnvStore
 
+    tmp_path = tmp_path_factory.mktemp("variants")
     with EnvStore.open(tmp_path / "store", "a", durable=False) as store:
         store.add_many(mixed)
     store = EnvStore.open(tmp_path / "store")
     cfg = ExportConfig(val_fraction=0.0)
-    folder = write_export(export_rows(store, config=cfg, progress=False), tmp_path / "out", cfg, {})
-    rows = pq.read_table(folder / "train.parquet").to_pylist()
+    return write_export(export_rows(store, config=cfg, progress=False), tmp_path / "out", cfg, {}) / "train.parquet"
+
+
+def test_export_carries_the_scripted_user_in_its_rows(exported, mixed):
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(exported).to_pylist()
     users = {e.id: e.user for e in mixed if e.user is not None}
     seen = 0
     for row in rows:
@@ -165,3 +170,30 @@ def test_export_carries_the_scripted_user_in_its_rows(tmp_path, mixed):
         else:
             assert kwargs["name"] == "astra_default"
     assert seen == len(users) > 0
+
+
+def test_export_sft_demonstrates_each_variant(exported, mixed):
+    from env_registry.answer_channel import read
+    from env_registry.golden_sft import NoTool, Recovery, golden_rows
+
+    rows, summary = golden_rows(exported, Recovery(share=0.5), no_tool=NoTool(share=0.3))
+    by_id = {e.id: e for e in mixed}
+    assert set(summary.variants) == {v.value for v in Variant}
+    for row in rows:
+        env, messages = by_id[row["env_id"]], row["messages"]
+        calls = [m for m in messages if m.get("tool_calls") and m.get("weight", 1)]
+        final = messages[-1]["content"]
+        if row["no_tool"]:
+            assert env.variant is Variant.ANSWERABLE and not calls
+            continue
+        assert row["variant"] == env.variant.value
+        assert len(calls) == sum(q.needs_tool for q in env.sub_questions)
+        if env.variant in (Variant.UNANSWERABLE, Variant.MISSING_FUNCTION):
+            assert read(final, AnswerType.INABILITY).is_answer
+        if env.variant is Variant.MISSING_VALUE:
+            first = 2 if messages[0]["role"] == "system" else 1
+            ask, reply = messages[first], messages[first + 1]
+            assert ask["role"] == "assistant" and not ask.get("tool_calls") and "<answer>" not in ask["content"]
+            assert reply == {"role": "user", "content": env.user.reply}
+        if env.variant is Variant.NO_TOOL:
+            assert messages[-2]["role"] == "user" and "<answer>" in final  # the answer at once
