@@ -612,6 +612,10 @@ async def main(a: argparse.Namespace) -> int:
     print(machine_line())
     print(f"{a.envs} procedural environments (seed {a.seed}, max_hops {a.max_hops}); {time.perf_counter() - t0:.0f} s")
     missed = report(results, a, phrased)
+    if not a.no_variants:  # imported here: reward_variants builds on this module's policies
+        from reward_variants import run as run_variants
+
+        missed += await run_variants(a.envs, a.seed, a.max_hops, a.workers)
     verdict = "met" if not missed else "MISSED by " + ", ".join(missed)
     print(f"target: every exploit <= {TARGET} mean F1 under ours, honest 1.0: {verdict}")
     return 0 if not missed else 1
@@ -625,6 +629,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="sandbox worker processes")
     p.add_argument("--quick", action="store_true", help="60 environments instead of 200 (make bench)")
     p.add_argument("--json", help="write the summary rows here (bench/run_all.py reads them)")
+    p.add_argument("--no-variants", action="store_true", help="skip the variant policies (bench/reward_variants.py)")
     a = p.parse_args(argv)
     if a.quick:
         a.envs = min(a.envs, 60)

@@ -23,6 +23,11 @@ returning two answers) and leaves are solved in the final text without a call, s
 exceed c; unclipped, p > 1 would push F1 above 1 and reward skipping calls. With the clip,
 eps only guards c = 0.
 
+Environments without a tool sub-question (the no-tool and unanswerable variants, issue 49): every
+call is unneeded, yet with c = 1 and the answer solved, p = min(1, 1/1) would make the first call
+free. There the answer is the one needed action and precision is n_hat / (n_hat + c): 1 without
+a call, 1/2 with one (F1 2/3), 1/3 with two. No environment with a tool sub-question changes.
+
 Which sub-questions are solved is `solved.solved_set`: with `root_answer` (the default) the
 root sub-question counts only when the final answer's channel (`<answer>VALUE</answer>`,
 `env_registry.answer_channel`) states its answer, so golden calls followed by a refusal, a wrong
@@ -118,7 +123,9 @@ def score_episode(
     solved = solved_set(log, target, root_answer=root_answer)
     n = len(target.sub_questions)
     calls = log.num_calls
-    precision, recall, f1 = precision_recall_f1(n, len(solved), calls, eps)
+    # no tool sub-question: the answer is the needed action, every call an unneeded one (docstring)
+    needless = not any(q.needs_tool for q in target.sub_questions)
+    precision, recall, f1 = precision_recall_f1(n, len(solved), calls + len(solved) if needless else calls, eps)
     reward = {RewardMode.F1: f1, RewardMode.RECALL: recall, RewardMode.PRECISION: precision}[RewardMode(mode)]
     return EpisodeScore(
         reward=reward,
