@@ -47,12 +47,15 @@ from astra_verl.calls.solved import root_question  # noqa: E402
 from astra_verl.rollout.hooks import ScriptedUserTurnsHook  # noqa: E402
 from astra_verl.rollout.toolset import ToolCatalog  # noqa: E402
 from env_registry.answer_channel import channel, final_message  # noqa: E402
-from env_registry.families._variants import VariantShares  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402
 from env_registry.rows import RowInfo, ToolRef  # noqa: E402
 from env_registry.spec import EnvSpec, Variant  # noqa: E402
 from env_registry.store import EnvStore  # noqa: E402
-from env_registry.variants import ask_message, interaction_kwargs  # noqa: E402
+from env_registry.variants import (  # noqa: E402
+    VariantShares,  # noqa: E402
+    ask_message,
+    interaction_kwargs,
+)
 
 TARGET = 0.05
 DECLINE = channel("cannot answer: no tool I have gives what the question asks")

@@ -189,6 +189,12 @@ def _export_parquet(sub: Any, common: argparse.ArgumentParser) -> None:
     e.add_argument("--max-prompt-length", type=int, help="drop rows whose prompt is longer (needs --tokenizer)")
     e.add_argument("--domains", help="export only these domains (comma-separated)")
     e.add_argument(
+        "--variants",
+        help="keep the largest subset of the store whose variants come in these shares (VARIANT=SHARE,... "
+        "summing to 1, or 'mix': 0.6 answerable, 0.1 of each other; default: every environment, the "
+        "store's own mix; docs/training.md)",
+    )
+    e.add_argument(
         "--rows",
         choices=["self-contained", "store"],
         default="self-contained",

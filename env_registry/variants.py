@@ -22,14 +22,27 @@ wrong-entity call; a no-tool environment has no tool sub-question, so any call c
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import Field, model_validator
+
+from astra_foundation.strict import StrictModel
 from env_registry.answer_channel import INABILITY, is_inability, root_question
 from env_registry.spec import EnvSpec, Variant
 
-__all__ = ["VARIANTS", "VariantRule", "ask_message", "interaction_kwargs", "variant_problems"]
+__all__ = [
+    "MIX",
+    "VARIANTS",
+    "VariantRule",
+    "VariantShares",
+    "ask_message",
+    "interaction_kwargs",
+    "select_shares",
+    "variant_problems",
+]
 
 SCRIPTED_USER_HOOK = "scripted_user_turns"  # astra_verl.rollout.hooks.ScriptedUserTurnsHook
 
@@ -140,3 +153,76 @@ def ask_message(env: EnvSpec) -> str:
     if env.user is None:
         raise ValueError(f"environment {env.id} ({env.variant.value}) has no scripted user to ask")
     return f"To look this up I need to know which one you mean. Which is {env.user.missing}?"
+
+
+class VariantShares(StrictModel):
+    """How many environments of each variant `generate` makes, or `export-parquet` keeps (shares
+    summing to 1)."""
+
+    section = "--variants"
+
+    shares: dict[Variant, float] = Field(default_factory=lambda: {Variant.ANSWERABLE: 1.0})
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> VariantShares:
+        if any(v < 0 for v in self.shares.values()) or abs(sum(self.shares.values()) - 1) > 1e-6:
+            raise ValueError(f"variant shares must be >= 0 and sum to 1, got {self.describe()}")
+        return self
+
+    @classmethod
+    def parse(cls, text: str) -> VariantShares:
+        """`mix` (the recommended mix, `MIX`) or `answerable=0.6,unanswerable=0.1,...`."""
+        if text.strip() == "mix":
+            return cls(shares=dict(MIX))
+        shares: dict[Variant, float] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, share = part.partition("=")
+            try:
+                shares[Variant(name.strip())] = float(share)
+            except ValueError as exc:
+                raise ValueError(
+                    f"--variants {text!r}: {part!r} is not VARIANT=SHARE with VARIANT one of "
+                    f"{[v.value for v in Variant]} (or write 'mix')"
+                ) from exc
+        return cls(shares=shares)
+
+    def describe(self) -> str:
+        return ",".join(f"{v.value}={s:g}" for v, s in self.shares.items())
+
+    def pick(self, draw: float) -> Variant:
+        """The variant a uniform draw in [0, 1) falls on (shares in `Variant` order)."""
+        total = 0.0
+        for variant in Variant:
+            total += self.shares.get(variant, 0.0)
+            if draw < total:
+                return variant
+        return max(self.shares, key=self.shares.__getitem__)
+
+
+# The recommended mix (docs/training.md): most environments still ask for calls and an answer.
+MIX = {
+    Variant.ANSWERABLE: 0.6,
+    Variant.UNANSWERABLE: 0.1,
+    Variant.MISSING_VALUE: 0.1,
+    Variant.MISSING_FUNCTION: 0.1,
+    Variant.NO_TOOL: 0.1,
+}
+
+
+def select_shares(envs: Iterable[EnvSpec], shares: VariantShares, seed: int = 0) -> list[EnvSpec]:
+    """The largest subset of `envs` whose variants come in `shares` (each variant's environments
+    taken in an order fixed by `seed` and their ids; a variant of share 0 left out). ValueError
+    when a variant with a share has no environment."""
+    groups: dict[Variant, list[EnvSpec]] = {v: [] for v in Variant}
+    for env in envs:
+        groups[env.variant].append(env)
+    wanted = {v: s for v, s in shares.shares.items() if s > 0}
+    empty = [v.value for v in wanted if not groups[v]]
+    if empty:
+        raise ValueError(
+            f"--variants {shares.describe()}: the environments hold no {empty}; generate them "
+            "(python -m env_registry generate --variants mix) or give those variants no share"
+        )
+    total = min(len(groups[v]) / s for v, s in wanted.items())
+    rank = lambda e: hashlib.sha256(f"{seed}/variants/{e.id}".encode()).hexdigest()  # noqa: E731
+    return [e for v, s in wanted.items() for e in sorted(groups[v], key=rank)[: int(total * s + 1e-9)]]

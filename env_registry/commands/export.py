@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from env_registry.commands.common import csv, open_store, say
 from env_registry.export import DEFAULT_SYSTEM_PROMPT, ExportConfig, export_rows, write_export
 from env_registry.golden_sft import NoTool, Recovery, write_golden_sft
 from env_registry.mixing import build_mixer
+from env_registry.variants import VariantShares, select_shares
 
 
 def _mixer(args: argparse.Namespace, store):
@@ -39,6 +41,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     store = open_store(args)
     domains = set(csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
+    if args.variants:
+        try:
+            envs = select_shares(envs, VariantShares.parse(args.variants), args.seed)
+        except ValueError as exc:
+            raise UsageError(f"export-parquet {exc}") from None
+    envs = list(envs)
+    variants = Counter(e.variant.value for e in envs)
     tokenizer = None
     if args.tokenizer and not Path(args.tokenizer).is_dir():  # else transformers tries the hub for a repo of that name
         raise UsageError(f"--tokenizer {args.tokenizer}: not a directory; pass a local model or tokenizer folder")
@@ -67,6 +76,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     say(f"\nexported {n_rows} rows in {dt:.1f} s to {folder}")
     say(f"  train {len(result.train)}, val {len(result.val)} (val fraction {args.val_fraction}, grouped by question)")
     say(f"  mixing {json.dumps(result.mixing)}; {result.distractors / max(n_rows, 1):.2f} distractors per row")
+    if set(variants) != {"answerable"}:
+        say("  variants: " + ", ".join(f"{v} {n}" for v, n in sorted(variants.items())))
     if tokenizer is not None:
         lengths = [json.loads(r["extra_info"]["astra"])["prompt_tokens"] for r in result.train + result.val]
         if lengths:

@@ -10,9 +10,9 @@ from tqdm.auto import tqdm
 
 from astra_foundation.clikit import UsageError
 from env_registry.commands.common import CHUNK, csv, open_store, say, table
-from env_registry.families._variants import VariantShares
 from env_registry.families.procedural import iter_generate
 from env_registry.structure import check_structure
+from env_registry.variants import VariantShares
 
 
 def cmd_generate(args: argparse.Namespace) -> int:

@@ -4,7 +4,7 @@ behaviour is another (`env_registry.variants` says what each variant is).
 Each maker is a pure function of an answerable `EnvSpec`: the variant, or None where that
 environment cannot carry it (then the generator draws another). They take away, never invent:
 a tool removed, a value moved from the question to the scripted user, the question replaced by a
-sub-question that states its inputs. `VariantShares` says how many of each `generate` makes.
+sub-question that states its inputs. `variants.VariantShares` says how many of each `generate` makes.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from pydantic import Field, model_validator
-
-from astra_foundation.strict import StrictModel
 from env_registry.answer_channel import INABILITY, root_question
 from env_registry.families._tools import PureKind
 from env_registry.matching import answer_in_text
@@ -134,57 +131,4 @@ MAKERS: dict[Variant, Callable[[EnvSpec], EnvSpec | None]] = {
     Variant.MISSING_VALUE: missing_value,
     Variant.MISSING_FUNCTION: missing_function,
     Variant.NO_TOOL: no_tool,
-}
-
-
-class VariantShares(StrictModel):
-    """How many environments of each variant `generate` makes (shares of n, summing to 1)."""
-
-    section = "generate --variants"
-
-    shares: dict[Variant, float] = Field(default_factory=lambda: {Variant.ANSWERABLE: 1.0})
-
-    @model_validator(mode="after")
-    def _sum_to_one(self) -> VariantShares:
-        if any(v < 0 for v in self.shares.values()) or abs(sum(self.shares.values()) - 1) > 1e-6:
-            raise ValueError(f"variant shares must be >= 0 and sum to 1, got {self.describe()}")
-        return self
-
-    @classmethod
-    def parse(cls, text: str) -> VariantShares:
-        """`mix` (the recommended mix, `MIX`) or `answerable=0.6,unanswerable=0.1,...`."""
-        if text.strip() == "mix":
-            return cls(shares=dict(MIX))
-        shares: dict[Variant, float] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            name, sep, share = part.partition("=")
-            try:
-                shares[Variant(name.strip())] = float(share)
-            except ValueError as exc:
-                raise ValueError(
-                    f"--variants {text!r}: {part!r} is not VARIANT=SHARE with VARIANT one of "
-                    f"{[v.value for v in Variant]} (or write 'mix')"
-                ) from exc
-        return cls(shares=shares)
-
-    def describe(self) -> str:
-        return ",".join(f"{v.value}={s:g}" for v, s in self.shares.items())
-
-    def pick(self, draw: float) -> Variant:
-        """The variant a uniform draw in [0, 1) falls on (shares in `Variant` order)."""
-        total = 0.0
-        for variant in Variant:
-            total += self.shares.get(variant, 0.0)
-            if draw < total:
-                return variant
-        return max(self.shares, key=self.shares.__getitem__)
-
-
-# The recommended mix (docs/training.md): most environments still ask for calls and an answer.
-MIX = {
-    Variant.ANSWERABLE: 0.6,
-    Variant.UNANSWERABLE: 0.1,
-    Variant.MISSING_VALUE: 0.1,
-    Variant.MISSING_FUNCTION: 0.1,
-    Variant.NO_TOOL: 0.1,
 }

@@ -40,7 +40,7 @@ from decimal import Decimal
 
 from env_registry.families._tasks import DOMAINS, Builder, Task, multi_hop, parallel_single_hop, single_hop
 from env_registry.families._values import Retry, Value, fmt, rule_for
-from env_registry.families._variants import MAKERS, VariantShares
+from env_registry.families._variants import MAKERS
 from env_registry.families._vocabulary import Vocabulary
 from env_registry.families._world import build_world
 from env_registry.shape import classify
@@ -54,6 +54,7 @@ from env_registry.spec import (
     ToolSpec,
     Variant,
 )
+from env_registry.variants import VariantShares
 
 GENERATOR = "procedural"
 FAMILY_VERSION = "v1"

@@ -8,11 +8,11 @@ import json
 import pytest
 
 from env_registry.answer_channel import channel, is_inability, judge, root_question, type_of
-from env_registry.families._variants import MIX, VariantShares, missing_function, missing_value, no_tool
+from env_registry.families._variants import missing_function, missing_value, no_tool
 from env_registry.families.procedural import generate
 from env_registry.spec import AnswerType, EnvSpec, ScriptedUser, Variant
 from env_registry.structure import Rule, check_structure
-from env_registry.variants import interaction_kwargs
+from env_registry.variants import MIX, VariantShares, interaction_kwargs
 
 
 @pytest.fixture(scope="module")
@@ -197,3 +197,20 @@ def test_export_sft_demonstrates_each_variant(exported, mixed):
             assert reply == {"role": "user", "content": env.user.reply}
         if env.variant is Variant.NO_TOOL:
             assert messages[-2]["role"] == "user" and "<answer>" in final  # the answer at once
+
+
+def test_select_shares_keeps_the_largest_subset_in_the_shares(mixed):
+    from collections import Counter
+
+    from env_registry.variants import select_shares
+
+    counts = Counter(e.variant for e in mixed)
+    kept = select_shares(mixed, VariantShares.parse("answerable=0.5,no_tool=0.5"), seed=1)
+    got = Counter(e.variant for e in kept)
+    assert set(got) == {Variant.ANSWERABLE, Variant.NO_TOOL} and got[Variant.ANSWERABLE] == got[Variant.NO_TOOL]
+    assert got[Variant.NO_TOOL] == counts[Variant.NO_TOOL]
+    assert [e.id for e in select_shares(mixed, VariantShares.parse("answerable=0.5,no_tool=0.5"), seed=1)] == [
+        e.id for e in kept
+    ]
+    with pytest.raises(ValueError, match="hold no"):
+        select_shares([e for e in mixed if e.variant is Variant.ANSWERABLE], VariantShares.parse("mix"))

@@ -11,9 +11,9 @@ import sys
 import pytest
 from testkit import REPO
 
-from env_registry.families._variants import VariantShares
 from env_registry.families.procedural import generate
 from env_registry.spec import Variant
+from env_registry.variants import VariantShares
 
 sys.path.insert(0, str(REPO / "bench"))  # reward_variants imports its siblings reward_hacking and benchkit
 try:

@@ -9,10 +9,9 @@ from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from env_registry.answer_channel import final_message
-from env_registry.families._variants import VariantShares
 from env_registry.families.procedural import generate
 from env_registry.spec import EnvSpec, Variant
-from env_registry.variants import ask_message, interaction_kwargs
+from env_registry.variants import VariantShares, ask_message, interaction_kwargs
 
 
 @pytest.fixture(scope="module")
