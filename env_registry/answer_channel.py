@@ -17,8 +17,9 @@ parse to exactly one value of the environment's declared `AnswerType`:
 Not an answer, whatever the type: no channel, several channels, an empty one, a question mark, a
 negation ("not 156.33"), a list, range or hedge of several values, a dump (braces, brackets, bars,
 several lines, over `MAX_WORDS` words). `<answer>cannot answer: CAPABILITY</answer>` is a declared
-inability naming the missing capability: it earns nothing on an answerable environment (the
-environments where it is right come with abstention).
+inability naming the missing capability: it earns nothing on an answerable environment; it is
+the root's answer where an environment declines (the unanswerable and missing-function variants,
+`env_registry.variants`), read there in the `inability` type.
 
 Why a tag in the text and not a `final_answer` tool: BFCL (and every benchmark that counts calls)
 scores any call, so a policy trained to end with a call fails every irrelevance entry; a tag is

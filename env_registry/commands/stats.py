@@ -19,6 +19,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     store = open_store(args)
     domains: Counter = Counter()
     types: Counter = Counter()
+    variants: Counter = Counter()  # issue 49: what the right behaviour is
     hops: Counter = Counter()
     subs: Counter = Counter()
     tools: Counter = Counter()
@@ -35,6 +36,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         apis.update(tool_api(t) for t in env.tools)
         domains[env.domain] += 1
         types[env.scenario_type.value] += 1
+        variants[env.variant.value] += 1
         try:
             hops[shape_of(env).hops] += 1
         except nx.NetworkXUnfeasible:  # its trace has a cycle (validation rejects those; a store may hold them)
@@ -59,6 +61,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         "structure_sample": min(n, STRUCTURE_SAMPLE),
         "domains": dict(domains),
         "scenario_types": dict(types),
+        "variants": dict(variants),
         "hops": {str(k): v for k, v in hops.items()},
         "sub_questions": {str(k): v for k, v in subs.items()},
         "tools_per_env": {str(k): v for k, v in tools.items()},
@@ -67,7 +70,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     if args.json:
         say(json.dumps(summary, indent=2))
     else:
-        counts = {"domains": domains, "scenario types": types, "hops (longest tool chain)": hops}
+        counts = {"domains": domains, "scenario types": types, "variants": variants, "hops (longest tool chain)": hops}
         tables = {**counts, "sub-questions per env": subs, "tools per env": tools}
         _print_stats(args.store, summary, {**tables, "comparison winner's listed position": answers.winners})
     if args.plot:
