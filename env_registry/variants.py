@@ -30,12 +30,14 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from astra_foundation.strict import StrictModel
-from env_registry.answer_channel import INABILITY, is_inability, root_question
+from env_registry.answer_channel import INABILITY, final_message, has_channel, is_inability, root_question
 from env_registry.spec import EnvSpec, Variant
 
 __all__ = [
     "MIX",
+    "OTHERWISE",
     "VARIANTS",
+    "UserScript",
     "VariantRule",
     "VariantShares",
     "ask_message",
@@ -45,6 +47,34 @@ __all__ = [
 ]
 
 SCRIPTED_USER_HOOK = "scripted_user_turns"  # astra_verl.rollout.hooks.ScriptedUserTurnsHook
+OTHERWISE = "otherwise"  # UserScript.next: the user's "I know nothing else"
+
+
+@dataclass
+class UserScript:
+    """When the scripted user speaks: the one rule the `scripted_user_turns` hook follows in RL and
+    `eval envs`, and validation replays on a missing-value environment's golden conversation.
+
+    After a turn without calls: with `answer_ends`, a turn holding an answer channel is the final
+    answer (None: the episode ends); otherwise the next listed turn (its index), then `OTHERWISE`
+    once where the user has such a line, then None."""
+
+    listed: int  # the user turns listed after the prompt's
+    otherwise: str | None = None
+    answer_ends: bool = False
+    delivered: int = 0
+    said_otherwise: bool = False
+
+    def next(self, content: str) -> int | str | None:
+        if self.answer_ends and has_channel(content):
+            return None
+        if self.delivered < self.listed:
+            self.delivered += 1
+            return self.delivered - 1
+        if self.otherwise is None or self.said_otherwise:
+            return None
+        self.said_otherwise = True
+        return OTHERWISE
 
 
 def _declining(env: EnvSpec) -> list[tuple[str, str]]:
@@ -108,7 +138,20 @@ def _missing_value(env: EnvSpec) -> list[tuple[str, str]]:
         problems.append(("user.reply", f"the user's reply {user.reply!r} does not give the value {user.value!r}"))
     if user.value not in _golden_values(env):
         problems.append(("user.value", f"{user.value!r} is no argument of a first step's golden call"))
-    return problems
+    return problems + _user_replay(env)
+
+
+def _user_replay(env: EnvSpec) -> list[tuple[str, str]]:
+    """The golden conversation's user turns, replayed with the row's own user (`UserScript` on the
+    `interaction_kwargs` export writes): the question gets the reply, the final answer ends it."""
+    kwargs = interaction_kwargs(env, {})
+    script = UserScript(len(kwargs["turns"]), kwargs["otherwise"], kwargs["answer_ends"])
+    asked = script.next(ask_message(env))
+    if asked != 0 or kwargs["turns"][0] != env.user.reply:  # type: ignore[union-attr]
+        return [("user", f"the golden question to the user got {asked!r}, not the user's reply")]
+    if script.next(final_message(env)) is not None:
+        return [("user", "the golden final answer did not end the episode (no answer channel?)")]
+    return []
 
 
 @dataclass(frozen=True)

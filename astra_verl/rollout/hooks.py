@@ -35,10 +35,10 @@ from typing import Any, ClassVar, Protocol
 
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
-from env_registry.answer_channel import has_channel
 from env_registry.episode_driver import HookAction, SilentHook
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
+from env_registry.variants import OTHERWISE, UserScript
 
 
 class HookError(ValueError):
@@ -212,22 +212,18 @@ class ScriptedUserTurnsHook(EnvironmentHook):
                 "scripted_user_turns: answer_ends must be true or false and otherwise a string, got "
                 f"{self.answer_ends!r} and {self.otherwise!r}; re-export the rows (python -m env_registry export-parquet)"
             )
-        self.delivered = 0
-        self.said_otherwise = False
+        self.script = UserScript(len(self.turns), self.otherwise, self.answer_ends)
 
     def tool_pool(self) -> list[ToolRef]:
         return [ref for turn in self.turns for ref in turn.add_tools]
 
     async def on_assistant_end(self, view: EpisodeView, content: str) -> HookAction | None:
-        if self.answer_ends and has_channel(content):
+        step = self.script.next(content)  # the rule validation replays too (env_registry.variants)
+        if step is None:
             return None
-        if self.delivered >= len(self.turns):
-            if self.otherwise is None or self.said_otherwise:
-                return None
-            self.said_otherwise = True
+        if step == OTHERWISE:
             return HookAction(user_message=self.otherwise)
-        turn = self.turns[self.delivered]
-        self.delivered += 1
+        turn = self.turns[step]
         return HookAction(user_message=turn.content, add_tools=turn.add_tools)
 
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:

@@ -214,3 +214,14 @@ def test_select_shares_keeps_the_largest_subset_in_the_shares(mixed):
     ]
     with pytest.raises(ValueError, match="hold no"):
         select_shares([e for e in mixed if e.variant is Variant.ANSWERABLE], VariantShares.parse("mix"))
+
+
+def test_the_user_script_is_the_one_rule_of_the_scripted_user():
+    from env_registry.variants import OTHERWISE, UserScript
+
+    script = UserScript(listed=1, otherwise="I know nothing else.", answer_ends=True)
+    assert script.next("Which city?") == 0  # the listed reply
+    assert script.next("And its country?") == OTHERWISE  # once
+    assert script.next("Anything?") is None  # then the episode ends
+    assert UserScript(listed=1, answer_ends=True).next("It is <answer>42</answer>") is None  # an answer ends it
+    assert UserScript(listed=1).next("It is <answer>42</answer>") == 0  # as scripted_user_turns always did
