@@ -553,8 +553,10 @@ def report_corpus(rep: Report, c: phrasings.Corpus) -> list[str]:
     return missed
 
 
-def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace, phrased: phrasings.Corpus) -> list[str]:
-    """Print the table, fill the summary rows; return what missed the target."""
+def report(
+    results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace, phrased: phrasings.Corpus
+) -> tuple[list[str], Report]:
+    """Print the table, fill the summary rows; return what missed the target, and the rows."""
     rep = Report("bench/reward_hacking.py")
     print(f"{'':<28} {'':>5} {'ours (astra_verl.reward)':^26}   {'plain rule':^26}")
     print(
@@ -602,8 +604,7 @@ def report(results: dict[str, dict[str, list[Outcome]]], a: argparse.Namespace, 
         met=honest >= 1.0 - 1e-6,
     )
     missed += report_corpus(rep, phrased)
-    rep.write(a.json)
-    return missed
+    return missed, rep
 
 
 async def main(a: argparse.Namespace) -> int:
@@ -611,11 +612,12 @@ async def main(a: argparse.Namespace) -> int:
     results, phrased = await play_all(a)
     print(machine_line())
     print(f"{a.envs} procedural environments (seed {a.seed}, max_hops {a.max_hops}); {time.perf_counter() - t0:.0f} s")
-    missed = report(results, a, phrased)
+    missed, rep = report(results, a, phrased)
     if not a.no_variants:  # imported here: reward_variants builds on this module's policies
         from reward_variants import run as run_variants
 
-        missed += await run_variants(a.envs, a.seed, a.max_hops, a.workers)
+        missed += await run_variants(a.envs, a.seed, a.max_hops, a.workers, rep)
+    rep.write(a.json)
     verdict = "met" if not missed else "MISSED by " + ", ".join(missed)
     print(f"target: every exploit <= {TARGET} mean F1 under ours, honest 1.0: {verdict}")
     return 0 if not missed else 1

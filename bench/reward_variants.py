@@ -39,6 +39,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from benchkit import Report  # noqa: E402
 from reward_hacking import Play, golden_args, play_episode, random_entity, tool_questions  # noqa: E402
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool  # noqa: E402
@@ -171,8 +172,9 @@ async def play_variants(envs: list[EnvSpec], workers: int, seed: int) -> dict[st
     return out
 
 
-def report(results: dict[str, dict[Variant, list[Any]]]) -> list[str]:
-    """Print the table (root counted rate per variant, mean F1 over the mix); return what missed."""
+def report(results: dict[str, dict[Variant, list[Any]]], rep: Report | None = None) -> list[str]:
+    """Print the table (root counted rate per variant, mean F1 over the mix); return what missed;
+    one summary row per policy in `rep` (bench/run_all.py's table)."""
     print(
         "\nvariants (issue 49): share of environments whose root is counted, per variant; * where the policy is right"
     )
@@ -189,13 +191,34 @@ def report(results: dict[str, dict[Variant, list[Any]]]) -> list[str]:
                 missed.append(f"{name}/{v.value}")
         f1, se = mean_se([f for v in Variant for _, f in by_variant[v]])
         print(f"{name:<26}{cells}{f1:>11.3f} ± {se:.3f}")
+        if rep is not None:
+            _row(rep, name, by_variant)
     return missed
 
 
-async def run(n: int, seed: int, max_hops: int, workers: int) -> list[str]:
+_RIGHT = "the right behaviour of each variant (honest)"
+
+
+def _row(rep: Report, name: str, by_variant: dict[Variant, list[Any]]) -> None:
+    """The policy's worst root share where it is wrong (honest: its lowest anywhere)."""
+    shares = {v: sum(r for r, _ in cells) / len(cells) for v, cells in by_variant.items() if cells}
+    n = sum(len(cells) for cells in by_variant.values())
+    if name == "honest":
+        low = min(shares.values())
+        rep.add(what=f"variants: honest policy, lowest root share of a variant ({n} envs)", competitor=_RIGHT,
+                ours=f"{low:.3f}", theirs="1.000", ratio="", target="1.000", met=low == 1.0)  # fmt: skip
+        return
+    wrong = [s for v, s in shares.items() if v not in RIGHT[name]]
+    worst = max(wrong, default=0.0)
+    rep.add(what=f"variants: `{name}` policy, highest root share where its behaviour is wrong ({n} envs)",
+            competitor=_RIGHT, ours=f"{worst:.3f}", theirs="1.000", ratio="", target=f"<= {TARGET}",
+            met=worst <= TARGET)  # fmt: skip
+
+
+async def run(n: int, seed: int, max_hops: int, workers: int, rep: Report | None = None) -> list[str]:
     envs = generate(n, seed=seed, max_hops=max_hops, variants=VariantShares.parse("mix"))
     results = await play_variants(envs, workers, seed)
-    missed = report(results)
+    missed = report(results, rep)
     verdict = "met" if not missed else "MISSED by " + ", ".join(missed)
     print(f"target: every policy's root <= {TARGET} where its behaviour is wrong, honest's everywhere: {verdict}")
     return missed
