@@ -328,6 +328,9 @@ class EnvSpec(_Model):
         """What the reward needs to know, and nothing it must not (no tool source)."""
         tools = {t.name: t for t in self.tools}
         return RewardTarget(
+            # a variant's target is version 4: a reader of version 3 would judge a declining root in
+            # the question's type and never credit it, so it must refuse the row instead
+            spec_version=VARIANT_SPEC_VERSION if self.spec_version >= VARIANT_SPEC_VERSION else SPEC_VERSION,
             env_id=self.id,
             final_answer=self.final_answer,
             final_match=self.final_match,

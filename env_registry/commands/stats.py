@@ -17,15 +17,8 @@ from env_registry.shape import STRUCTURE_SAMPLE, shape_of, structure_of, tool_ap
 
 def cmd_stats(args: argparse.Namespace) -> int:
     store = open_store(args)
-    domains: Counter = Counter()
-    types: Counter = Counter()
-    variants: Counter = Counter()  # issue 49: what the right behaviour is
-    hops: Counter = Counter()
-    subs: Counter = Counter()
-    tools: Counter = Counter()
-    calls = 0
-    needs_tool = 0
-    n_subs = 0
+    domains, types, variants, hops, subs, tools = (Counter() for _ in range(6))  # variants: issue 49
+    calls = needs_tool = n_subs = 0
     names: set[str] = set()
     apis: set[str] = set()
     structures: set[str] = set()  # of the first STRUCTURE_SAMPLE environments, so stores compare
