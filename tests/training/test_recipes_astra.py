@@ -145,7 +145,7 @@ def test_astra_smoke_parts_are_built_the_way_verl_builds_them(tiny_model_dir):
         CallRecord(turn=1, index=0, tool="lookup", arguments={}, status=CallStatus.OK, output='{"v": 42}'),
         CallRecord(turn=1, index=1, tool="count", arguments={}, status=CallStatus.BAD_JSON),
     ]
-    log = EpisodeLog(env_id="e1", calls=calls, assistant_turns=2, final_answer="42")
+    log = EpisodeLog(env_id="e1", calls=calls, assistant_turns=2, final_answer="It is <answer>42</answer>")
     out = worker.loop.run_until_complete(worker.compute_score(smoke_sample(log, target)))
     assert out["reward_score"] == pytest.approx(0.5, abs=1e-6)  # p = 1/2, r = 1/2
     assert out["reward_extra_info"]["invalid_calls"] == 1.0
