@@ -66,7 +66,8 @@ async def test_a_new_session_never_gets_a_live_sessions_uid(fresh_config, backen
     """Real forks: a worker's uid block made small, so that handing out uids in turn wraps within
     the test. Before, a session got the uid of a live one after a block's worth of starts, found its
     pid and capped its address space (prlimit64 on a same-uid process)."""
-    pool = SandboxPool(fresh_config(backend, workers=1))
+    # long timeouts: 49 sessions of real forks, run beside other work in CI (1.5 s is the shared pool's)
+    pool = SandboxPool(fresh_config(backend, workers=1, call_timeout_s=20.0, load_timeout_s=20.0))
     pool._uid_block_size = 16  # the uid block its worker starts with (the real one is >= 4096)
     async with pool:
         victim = await pool.open_session(Program((Module("m", PRLIMIT),)))
