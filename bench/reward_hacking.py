@@ -448,19 +448,25 @@ def after_golden(
     return out
 
 
+def stored_toolsets(envs: list, folder: Path) -> dict[str, Toolset]:
+    """Each environment's own tools as a rollout builds them: `envs` stored under `folder`, read
+    back through `ToolCatalog` (bench/reward_variants.py uses it too)."""
+    store = str(folder / "envs")
+    with EnvStore.open(store, "a") as s:
+        s.add_many(envs)
+    catalog = ToolCatalog()
+    return {
+        e.id: catalog.toolset(RowInfo(env_id=e.id, store=store, tools=[ToolRef(e.id, t.name) for t in e.tools]))
+        for e in envs
+    }
+
+
 async def play_all(a: argparse.Namespace) -> tuple[dict[str, dict[str, list[Outcome]]], phrasings.Corpus]:
     """Every policy on `a.envs` procedural environments: {policy: {rule: outcomes}} (the final
     answers after golden calls included), and the honest phrasing corpus."""
     envs = generate(a.envs, seed=a.seed, max_hops=a.max_hops)
     with tempfile.TemporaryDirectory() as tmp:
-        store = str(Path(tmp) / "envs")
-        with EnvStore.open(store, "a") as s:
-            s.add_many(envs)
-        catalog = ToolCatalog()
-        toolsets = {
-            e.id: catalog.toolset(RowInfo(env_id=e.id, store=store, tools=[ToolRef(e.id, t.name) for t in e.tools]))
-            for e in envs
-        }
+        toolsets = stored_toolsets(envs, Path(tmp))
         honest: dict[str, tuple[Play, EpisodeLog]] = {}
         async with SandboxPool(SandboxConfig(workers=a.workers)) as sandbox:
             results = {

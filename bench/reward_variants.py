@@ -40,18 +40,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchkit import Report  # noqa: E402
-from reward_hacking import Play, golden_args, play_episode, random_entity, tool_questions  # noqa: E402
+from reward_hacking import Play, golden_args, play_episode, random_entity, stored_toolsets, tool_questions  # noqa: E402
 
 from astra_foundation.sandbox import SandboxConfig, SandboxPool  # noqa: E402
 from astra_foundation.stats import mean_se  # noqa: E402
 from astra_verl.calls.solved import root_question  # noqa: E402
 from astra_verl.rollout.hooks import ScriptedUserTurnsHook  # noqa: E402
-from astra_verl.rollout.toolset import ToolCatalog  # noqa: E402
 from env_registry.answer_channel import channel, final_message  # noqa: E402
 from env_registry.families.procedural import generate  # noqa: E402
-from env_registry.rows import RowInfo, ToolRef  # noqa: E402
 from env_registry.spec import EnvSpec, Variant  # noqa: E402
-from env_registry.store import EnvStore  # noqa: E402
 from env_registry.variants import (  # noqa: E402
     VariantShares,  # noqa: E402
     ask_message,
@@ -151,14 +148,7 @@ async def play_variants(envs: list[EnvSpec], workers: int, seed: int) -> dict[st
     """{policy: {variant: [(root counted, F1), ...]}} over `envs`."""
     out: dict[str, dict[Variant, list[Any]]] = {name: {v: [] for v in Variant} for name in POLICIES}
     with tempfile.TemporaryDirectory() as tmp:
-        store = str(Path(tmp) / "envs")
-        with EnvStore.open(store, "a") as s:
-            s.add_many(envs)
-        catalog = ToolCatalog()
-        toolsets = {
-            e.id: catalog.toolset(RowInfo(env_id=e.id, store=store, tools=[ToolRef(e.id, t.name) for t in e.tools]))
-            for e in envs
-        }
+        toolsets = stored_toolsets(envs, Path(tmp))
         async with SandboxPool(SandboxConfig(workers=workers)) as sandbox:
             for name, policy in POLICIES.items():
                 rng = random.Random(f"{name}/{seed}")

@@ -13,20 +13,13 @@ import sysconfig
 import tempfile
 
 import pytest
+from sandboxkit import run
 
 from astra_foundation.sandbox import ErrorKind, Module, Program, SandboxPool
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 CONTAINED = {ErrorKind.FORBIDDEN, ErrorKind.EXCEPTION}  # refused, or the path does not exist (bwrap)
-
-
-async def run(pool, source: str, function: str = "f", kwargs: dict | None = None):
-    s = await pool.open_session(Program((Module("m", source),)))
-    try:
-        return await pool.call(s, "m", function, kwargs or {})
-    finally:
-        await pool.close_session(s)
 
 
 @pytest.fixture(scope="module")

@@ -15,29 +15,12 @@ import secrets
 import time
 
 import pytest
+from sandboxkit import COUNTER, run
 
 from astra_foundation.sandbox import ErrorKind, Module, Program, SandboxPool
 from astra_foundation.sandbox.pool import MAX_PROGRAM_BYTES
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
-
-COUNTER = """
-import os
-_calls = [0]
-def f(**_):
-    _calls[0] += 1
-    return {"calls": _calls[0], "uid": os.getuid(), "pid": os.getpid()}
-def grow(mb):
-    return len(bytearray(mb << 20))
-"""
-
-
-async def run(pool, source: str, function: str = "f", kwargs: dict | None = None):
-    s = await pool.open_session(Program((Module("m", source),)))
-    try:
-        return await pool.call(s, "m", function, kwargs or {})
-    finally:
-        await pool.close_session(s)
 
 
 # ------------------------------------------------------------------ 1: compiled in the session

@@ -10,19 +10,10 @@ import json
 import os
 
 import pytest
+from sandboxkit import COUNTER
 
 from astra_foundation.sandbox import Module, Program, SandboxError, SandboxPool
 from astra_foundation.sandbox.inside.worker import Uids
-
-COUNTER = """
-import os
-_calls = [0]
-def f(**_):
-    _calls[0] += 1
-    return {"calls": _calls[0], "uid": os.getuid(), "pid": os.getpid()}
-def grow(mb):
-    return len(bytearray(mb << 20))
-"""
 
 
 def test_uids_are_never_handed_out_while_held():
