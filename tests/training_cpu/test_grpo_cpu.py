@@ -124,7 +124,10 @@ def test_astra_grpo_step_scores_real_sandboxed_tool_calls(
             f"trainer.validation_data_dir={val_dump}",
             f"actor_rollout_ref.model.path={sft_run.checkpoint / 'huggingface'}",
             "data.max_prompt_length=1536",
-            "data.max_response_length=256",
+            # room for a tool round: fahu_climate_year's answer (12 monthly values) alone is ~130 tokens,
+            # and with 256 a sampled step whose episodes all called it ended each one max_length before
+            # the tool message entered the context (CI, 2026-12-06)
+            "data.max_response_length=512",
             "trainer.total_training_steps=1",
             "actor_rollout_ref.rollout.n=16",
             "actor_rollout_ref.rollout.temperature=0.2",
