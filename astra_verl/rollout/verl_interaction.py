@@ -1,7 +1,7 @@
-"""Run interactions written for verl <= 0.7 unchanged, through the environment hook.
+"""Run interactions written for verl <= 0.7, through the environment hook.
 
-verl removed its interaction system in 0.8 (`verl/interactions`, PR #6074). Users' interactions
-subclass `verl.interactions.base.BaseInteraction` and implement
+verl removed its interaction system in 0.8 (`verl/interactions`, PR #6074). Interactions written
+for it subclass `verl.interactions.base.BaseInteraction` and implement
 
     async start_interaction(instance_id, **interaction_kwargs) -> instance_id
     async generate_response(instance_id, messages, **interaction_kwargs)
@@ -11,7 +11,7 @@ subclass `verl.interactions.base.BaseInteraction` and implement
 
 and are listed in a YAML file `{interaction: [{name, class_name, config}]}`; a row picks one by
 `extra_info.interaction_kwargs.name`. Point `astra.rollout.interaction_config_path` at that file
-and the same classes run inside `astra_tool_agent`:
+and the same classes (with the one import changed, below) run inside `astra_tool_agent`:
 
 - `start_interaction(request_id, **interaction_kwargs)` at episode start;
 - when the assistant ends a turn without tool calls: `generate_response(...)`; its response is
@@ -22,19 +22,18 @@ and the same classes run inside `astra_tool_agent`:
 
 As in verl <= 0.7, `class_name` is a dotted path, `name` defaults to the class name without an
 `Interaction` suffix, lower-cased, and the class is built as `cls(config=config)` with `name`
-injected into `config`. Because `verl.interactions` no longer exists, loading a config file
-first provides `verl.interactions.base.BaseInteraction` (the class below) when verl lacks it,
-so users' imports keep working.
+injected into `config`. verl 0.9.1 (the pin) has no `verl.interactions`, and we do not fake one
+in `sys.modules`: an interaction subclasses `BaseInteraction` from this module instead (one
+changed import line). The loader calls the four methods by name, so any class with them works;
+a class that still imports `verl.interactions` gets a HookError that says which line to change.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import importlib.metadata
 import json
 import logging
-import sys
-import types
 from typing import Any
 from uuid import uuid4
 
@@ -68,28 +67,25 @@ class BaseInteraction:
         return None
 
 
-def provide_verl_interactions_module() -> None:
-    """Make `verl.interactions.base.BaseInteraction` importable when verl no longer ships it."""
-    if "verl.interactions.base" in sys.modules:
-        return
-    # Not at module level: a module the agent loop imports must not import verl (astra_verl.plugin).
-    import verl
-
+def _installed_verl() -> str:
+    """The installed verl's version, read from its metadata: importing verl here would break the
+    plugin's import rule (astra_verl.plugin: modules the agent loop imports do not import verl)."""
     try:
-        if importlib.util.find_spec("verl.interactions.base") is not None:
-            return
-    except ModuleNotFoundError:
-        pass
-    package = types.ModuleType("verl.interactions")
-    package.__path__ = []  # a package, so `verl.interactions.base` resolves as a submodule
-    base = types.ModuleType("verl.interactions.base")
-    base.BaseInteraction = BaseInteraction
-    base.__doc__ = "Provided by astra_verl.rollout.verl_interaction for interactions written for verl <= 0.7."
-    package.base = base
-    sys.modules["verl.interactions"] = package
-    sys.modules["verl.interactions.base"] = base
-    verl.interactions = package
-    logger.info("astra-verl: provided verl.interactions.base.BaseInteraction for verl<=0.7 interactions")
+        return importlib.metadata.version("verl")
+    except importlib.metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
+def _import_failure(class_name: str, exc: Exception) -> str:
+    """Why `class_name` could not be loaded; for an import of verl's removed interactions
+    package, the one-line change that fixes it."""
+    missing = exc.name if isinstance(exc, ModuleNotFoundError) else None
+    if missing in ("verl.interactions", "verl.interactions.base"):
+        return (
+            f"class {class_name} imports {missing}, which verl {_installed_verl()} does not have "
+            "(verl removed it in 0.8); import BaseInteraction from astra_verl.rollout.verl_interaction instead"
+        )
+    return f"class {class_name} not found ({exc})"
 
 
 def _default_name(class_name: str) -> str:
@@ -99,7 +95,6 @@ def _default_name(class_name: str) -> str:
 
 def load_interactions(path: str) -> dict[str, Any]:
     """Instantiate every interaction of a config file (`Interactions` keeps them per worker)."""
-    provide_verl_interactions_module()
     try:
         cfg = OmegaConf.load(path)
     except (OSError, ValueError) as exc:
@@ -117,7 +112,7 @@ def load_interactions(path: str) -> dict[str, Any]:
             cls = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
             raise HookError(
-                f"interaction config {path}: interaction[{i}] class {class_name} not found ({exc})"
+                f"interaction config {path}: interaction[{i}] {_import_failure(str(class_name), exc)}"
             ) from exc
         name = item.get("name") or _default_name(str(class_name))
         if name in interactions:

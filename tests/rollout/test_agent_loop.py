@@ -335,7 +335,7 @@ def test_verl_interaction_through_the_loop(trainer_config, tiny_tokenizer, envs,
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "feedback.py").write_text(
-        "from verl.interactions.base import BaseInteraction\n\n\n"
+        "from astra_verl.rollout.verl_interaction import BaseInteraction\n\n\n"
         "class FeedbackInteraction(BaseInteraction):\n"
         "    async def generate_response(self, instance_id, messages, **kwargs):\n"
         "        done = kwargs['secret'] in (messages[-1].get('content') or '')\n"

@@ -22,12 +22,13 @@ from astra_verl.rollout.hooks import (
 from astra_verl.rollout.verl_interaction import Interactions, VerlInteractionHook, load_interactions
 from env_registry.rows import ToolRef
 
-# An interaction written the verl <= 0.7 way: subclass verl.interactions.base.BaseInteraction,
+# An interaction written the verl <= 0.7 way (its one import changed: verl 0.9.1 has no
+# verl.interactions, and we do not fake one): subclass BaseInteraction,
 # keep per-instance state in a dict, answer each assistant turn with feedback and a score.
 OLD_STYLE_INTERACTION = '''
 from uuid import uuid4
 
-from verl.interactions.base import BaseInteraction
+from astra_verl.rollout.verl_interaction import BaseInteraction
 
 
 class GuessInteraction(BaseInteraction):
