@@ -28,6 +28,7 @@ class Split:
     envs: int
     seed: int  # generator seed: another seed draws other worlds
     scenario_types: tuple[str, ...]
+    variants: str = "answerable=1"  # env_registry generate --variants: which variants, in what shares
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,9 @@ class Tier:
     # --mixing) and the share of rows given a no-tool twin (export-sft --no-tool-share)
     sft_mixing: str = "none"
     no_tool_share: float = 0.0
+    # the other half of tool use (issue 49): the golden demonstrations of `variant_envs` more
+    # environments, of the variants in `OTHER_HALF`'s shares, added to the train split's
+    variant_envs: int = 0
     max_prompt_length: int = 2048
     max_response_length: int = 512
     sft_steps: int = 240
@@ -62,6 +66,10 @@ class Tier:
 
 
 SHAPES_SEEN = ("single_hop", "multi_hop", "parallel_single_hop")
+# Every variant but `answerable`, in equal shares: added to the answerable demonstrations in a 40:60
+# ratio (16 to 24 on the real tier), the recommended mix (env_registry.variants.MIX) is 0.4 of them.
+OTHER_HALF = "unanswerable=0.25,missing_value=0.25,missing_function=0.25,no_tool=0.25"
+VARIANT_SEED = 100  # the variant demonstrations' worlds: no seed of a split
 QUICK = Tier(
     name="quick",
     model="tiny",
@@ -116,19 +124,25 @@ def build_data(tier: Tier, tokenizer: Path, root: Path) -> dict[str, Path]:
     and the golden demonstrations of the train rows (`demonstrations_file`)."""
     data = root / "data"
     out = {s.name: data / f"{s.name}.parquet" for s in tier.splits}
-    if not all(p.exists() for p in out.values()):
-        shutil.rmtree(data, ignore_errors=True)
-        for split in tier.splits:
-            store, export = data / split.name / "store", data / split.name / "rl"
-            run(py("-m", "env_registry", "--store", str(store), "-q", "generate", "--n", str(split.envs),
-                   "--seed", str(split.seed), "--max-hops", str(tier.max_hops),
-                   "--scenario-types", ",".join(split.scenario_types)), root)  # fmt: skip
-            run(py("-m", "env_registry", "--store", str(store), "-q", "validate"), root)
-            rows = pd.read_parquet(export_split(tier, store, export, "none", tokenizer, root))
-            rows["data_source"] = split.name  # verl's validation reports per data_source: per split
-            rows.to_parquet(out[split.name])
+    for split in tier.splits:
+        if out[split.name].exists():
+            continue
+        shutil.rmtree(data / split.name, ignore_errors=True)  # a split whose build was cut off
+        rows = pd.read_parquet(build_split(tier, split, data / split.name, tokenizer, root))
+        rows["data_source"] = split.name  # verl's validation reports per data_source: per split
+        rows.to_parquet(out[split.name])
     build_demonstrations(tier, tokenizer, root)
     return out
+
+
+def build_split(tier: Tier, split: Split, folder: Path, tokenizer: Path, root: Path) -> Path:
+    """A split's store (generated, validated) and its RL export; the export's train.parquet."""
+    store = folder / "store"
+    run(py("-m", "env_registry", "--store", str(store), "-q", "generate", "--n", str(split.envs),
+           "--seed", str(split.seed), "--max-hops", str(tier.max_hops), "--variants", split.variants,
+           "--scenario-types", ",".join(split.scenario_types)), root)  # fmt: skip
+    run(py("-m", "env_registry", "--store", str(store), "-q", "validate"), root)
+    return export_split(tier, store, folder / "rl", "none", tokenizer, root)
 
 
 def export_split(tier: Tier, store: Path, export: Path, mixing: str, tokenizer: Path, root: Path) -> Path:
@@ -141,9 +155,10 @@ def export_split(tier: Tier, store: Path, export: Path, mixing: str, tokenizer: 
 def demonstrations_file(tier: Tier, root: Path) -> Path:
     """`data/sft.parquet` for the plain demonstrations (the name older run folders have), else a name
     that carries the mixing and the no-tool share."""
-    if (tier.sft_mixing, tier.no_tool_share) == ("none", 0.0):
+    if (tier.sft_mixing, tier.no_tool_share, tier.variant_envs) == ("none", 0.0, 0):
         return root / "data" / "sft.parquet"
-    return root / "data" / f"sft-mix_{tier.sft_mixing}-notool_{tier.no_tool_share:g}.parquet"
+    variants = f"-variants_{tier.variant_envs}" if tier.variant_envs else ""
+    return root / "data" / f"sft-mix_{tier.sft_mixing}-notool_{tier.no_tool_share:g}{variants}.parquet"
 
 
 def build_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
@@ -156,9 +171,27 @@ def build_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
     rl = train / "rl" / f"mix_{tier.sft_mixing}" / "train.parquet"
     if not rl.exists():
         export_split(tier, train / "store", train / "rl", tier.sft_mixing, tokenizer, root)
-    run(py("-m", "env_registry", "-q", "export-sft", str(rl), "--output-file", str(path),
+    # with variants, the answerable part goes to a file of its own first: `path` appears complete or not at all
+    answerable = path.with_suffix(".answerable.parquet") if tier.variant_envs else path
+    run(py("-m", "env_registry", "-q", "export-sft", str(rl), "--output-file", str(answerable),
            "--recovery-share", str(tier.recovery_share), "--no-tool-share", str(tier.no_tool_share)), root)  # fmt: skip
+    if tier.variant_envs:
+        other = variant_demonstrations(tier, tokenizer, root)
+        pd.concat([pd.read_parquet(answerable), pd.read_parquet(other)], ignore_index=True).to_parquet(path)
     return path
+
+
+def variant_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
+    """The golden demonstrations of `tier.variant_envs` environments of the other variants
+    (`OTHER_HALF`; the train split's shapes, worlds of `VARIANT_SEED`): asking the user for a missing
+    value, declaring a missing capability, answering without a tool."""
+    split = Split(f"train_variants_{tier.variant_envs}", tier.variant_envs, VARIANT_SEED, SHAPES_SEEN, OTHER_HALF)
+    folder = root / "data" / split.name
+    shutil.rmtree(folder, ignore_errors=True)
+    rl = build_split(tier, split, folder, tokenizer, root)
+    out = folder / "sft.parquet"
+    run(py("-m", "env_registry", "-q", "export-sft", str(rl), "--output-file", str(out)), root)
+    return out
 
 
 def evaluate(

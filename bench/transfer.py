@@ -16,6 +16,10 @@ Models:
   --no-tool-share`: the row's prompt, other domains' tools only, a reply that makes no call), from
   an export with `--sft-mixing`; the fix for what the first table measured (SFT on demonstrations
   that always call teaches the model to call: irrelevance 100 -> 0);
+- SFT + other half (issue 49): the same `sft()` (same steps, same seed) on the plain demonstrations
+  plus the golden demonstrations of `--variant-envs` environments of the other variants (asking the
+  user for a missing value, declaring a missing capability, answering without a tool;
+  bench/learning_stages.py `OTHER_HALF`), 16 to the 24 answerable by default (the recommended 0.4);
 - GRPO: `--grpo-checkpoint DIR` (optional; a third column).
 
 Measurements, each model in turn:
@@ -26,12 +30,16 @@ Measurements, each model in turn:
 2. BFCL multi-turn (`python -m astra_verl.eval bfcl`): first the entries whose first prompt fits
    the context (`--max-model-len` minus `--max-tokens`) are counted with the model's tokenizer
    (`eval bfcl-export --tokenizer`); then a seeded `--multi-turn-per-category` of them run;
-3. our held-out splits, as bench/learning.py measures them (`eval envs`, greedy, its `evaluate`).
+3. our held-out splits, as bench/learning.py measures them (`eval envs`, greedy, its `evaluate`),
+   plus `heldout_variants`: 16 environments of the other variants in worlds no model trained on.
 
 The table: per BFCL category and aggregate (as BFCL's `generate_leaderboard_csv` computes them;
 "Single-turn overall" is BFCL's overall restricted to its single-turn parts), per held-out split:
 n, each model's score, and trained - base ± SE, paired over entries (bench/transfer_table.py).
-Targets (issue 33): SFT raises single-turn overall beyond 2 SE, lowers no category beyond 2 SE.
+Differences are against `--reference` (default the base model). Targets (issues 33, 49): a trained
+model raises single-turn overall beyond 2 SE and lowers no category beyond 2 SE; with the other
+half, irrelevance stays within 2 SE of base while Non-Live Simple rises beyond 2 SE, and held-out F1
+on the answerable splits stays within 2 SE of plain SFT.
 
 Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png`. Resumable: a stage whose
 results are in `<out>` is reused, not rerun (the report says which; the wall times reported are
@@ -64,6 +72,13 @@ from astra_verl.demo import run  # noqa: E402
 HOUR = 3600.0
 LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO"}  # the no-tool models' follow from their settings
 NOTOOL = "sft_notool"  # `--models` family of every `--no-tool-share` model
+VARIANTS = "sft_variants"  # `--models` name of the model trained with the other half (issue 49)
+# our held-out splits: bench/learning.py's real tier's, and the other variants in unseen worlds
+TRANSFER = replace(
+    stages.REAL,
+    splits=(*stages.REAL.splits, stages.Split("heldout_variants", 16, 3, stages.SHAPES_SEEN, stages.OTHER_HALF)),
+)
+ANSWERABLE_SPLITS = tuple(s.name for s in stages.REAL.splits if s.name != "train")
 MULTI_TURN = ("base", "miss_func", "miss_param", "long_context")
 
 
@@ -299,6 +314,35 @@ def plot(tables: dict[str, list[tt.Row]], base: str, labels: dict[str, str], pat
     return path
 
 
+def other_half_verdicts(rows: list[tt.Row], results: dict[str, dict], label: str, reference: str) -> list[str]:
+    """Issue 49's targets for the model trained with the other half: irrelevance within 2 SE of base
+    while Non-Live Simple rises beyond 2 SE; held-out F1 on the answerable splits within 2 SE of SFT."""
+    out = []
+    by_name = {r.name: r for r in rows}
+    if reference == "base" and all(n in by_name for n in ("Irrelevance", "Non-Live Simple")):
+        irr, simple = by_name["Irrelevance"].diffs[VARIANTS], by_name["Non-Live Simple"].diffs[VARIANTS]
+        met = abs(irr[0]) <= 2 * irr[1] and simple[0] > 2 * simple[1]
+        out.append(
+            f"- {label}, irrelevance within 2 SE of base ({100 * irr[0]:+.1f} ± {100 * irr[1]:.1f}) while Non-Live "
+            f"Simple rises beyond 2 SE ({100 * simple[0]:+.1f} ± {100 * simple[1]:.1f}): {'met' if met else 'MISSED'}"
+        )
+    else:
+        out.append(f"- {label}, irrelevance and Non-Live Simple against base: n/a (reference {reference})")
+    if "sft" not in results:
+        return [*out, f"- {label}, held-out F1 against plain SFT: n/a (SFT not measured)"]
+    for split in ANSWERABLE_SPLITS:
+        if split not in results["sft"]["heldout"]:
+            out.append(f"- {label}, held-out {split} F1 against plain SFT: n/a (held-out not run)")
+            continue
+        per = {m: results[m]["heldout"][split] for m in ("sft", VARIANTS)}
+        mean, se = tt.paired_row(split, per, "sft", "heldout").diffs[VARIANTS]
+        out.append(
+            f"- {label}, held-out {split} F1 not below plain SFT's beyond 2 SE: {100 * mean:+.1f} ± {100 * se:.1f}: "
+            + ("met" if mean >= -2 * se else "MISSED")
+        )
+    return out
+
+
 def stage_lines(results: dict[str, dict], labels: dict[str, str]) -> list[str]:
     lines = []
     for m, r in results.items():
@@ -314,7 +358,7 @@ def cpu_model() -> str:
 
 
 def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path) -> str:
-    base, labels = "base", info["labels"]
+    base, labels = args.reference, info["labels"]
     tables = {s: build_rows(results, s, base, info["sizes"]) for s in args.styles}
     lines = [f"# Transfer: {', '.join(labels.values())}", "", f"`{info['command']}`", ""]
     for style, rows in tables.items():
@@ -322,6 +366,8 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         trained = [m for m in results if m != base]
         for m in trained:
             lines += tt.verdicts(rows, m, labels[m])
+        if VARIANTS in results:
+            lines += other_half_verdicts(rows, results, labels[VARIANTS], base)
         if not trained:
             lines.append("- none: no trained model measured yet")
         lines.append("")
@@ -386,7 +432,8 @@ def no_tool_models(args: argparse.Namespace) -> list[NoToolModel]:
 
 
 def labels(args: argparse.Namespace) -> dict[str, str]:
-    return {**LABELS, **{m.key: m.label for m in no_tool_models(args)}}
+    other_half = {VARIANTS: f"SFT + other half ({args.variant_envs} envs)"}
+    return {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
 
 
 def family(model: str) -> str:
@@ -402,8 +449,12 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
     root.mkdir(parents=True, exist_ok=True)
     # the SFT models train from the base that is measured: `--base-model`, else SmolLM2
     model = Path(args.base_model).resolve() if args.base_model else stages.build_model(stages.REAL, 0, root)
-    data = stages.build_data(stages.REAL, model, root)
-    variants = {"sft": (stages.REAL, "seed0"), **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)}}
+    data = stages.build_data(TRANSFER, model, root)
+    variants = {
+        "sft": (stages.REAL, "seed0"),
+        VARIANTS: (replace(stages.REAL, variant_envs=args.variant_envs), f"seed0-variants{args.variant_envs}"),
+        **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)},
+    }
     names = labels(args)
     checkpoints, lines = {}, []
     for name, (tier, folder) in variants.items():
@@ -431,6 +482,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="the base model (HF folder; default: SmolLM2-135M-Instruct, converted); the SFT models train from it",
     )
     p.add_argument("--grpo-checkpoint", default=None, help="a GRPO checkpoint (HF folder): a third column")
+    p.add_argument(
+        "--variants-checkpoint",
+        default=None,
+        help=f"with --checkpoint: the `{VARIANTS}` model's SFT checkpoint (HF folder), trained elsewhere "
+        "(scripts/gpu_smoke.sh trains it on the GPU)",
+    )
     p.add_argument("--styles", default="fc", help="BFCL call styles, comma-separated: fc, prompting (default fc)")
     p.add_argument("--multi-turn-per-category", type=int, default=2, help="multi-turn entries run per category (0: count only)")  # fmt: skip
     p.add_argument(
@@ -447,9 +504,22 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "each demonstration's tokens, 1,000-2,200 instead of 500-1,000 on the real tier, and so the SFT time)",
     )
     p.add_argument(
+        "--variant-envs",
+        type=int,
+        default=16,
+        help=f"`{VARIANTS}`: environments of the other variants whose demonstrations join the 24 answerable "
+        "ones (default 16: the recommended mix's 0.4)",
+    )
+    p.add_argument(
         "--models",
-        default="base,sft,sft_notool,grpo",
-        help="measure only these now (e.g. `base` while SFT trains elsewhere); the report needs every model",
+        default=f"base,sft,{VARIANTS},grpo",
+        help=f"measure only these now (e.g. `base` while SFT trains elsewhere; `{NOTOOL}`: issue 33's no-tool "
+        "twins); the report shows the models measured in the run folder",
+    )
+    p.add_argument(
+        "--reference",
+        default="base",
+        help="the model every difference is taken against (default base; e.g. sft when base is not measured)",
     )
     p.add_argument(
         "--multi-turn-count", action="store_true", help="only count the multi-turn entries that fit, print, exit"
@@ -468,6 +538,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--no-tool-share {args.no_tool_share!r}: comma-separated numbers in (0, 1], e.g. 0.5,1")
     if not args.no_tool_share or not all(0 < x <= 1 for x in args.no_tool_share):
         p.error(f"--no-tool-share {args.no_tool_share}: every share must lie in (0, 1]")
+    if args.variant_envs < 1:
+        p.error(f"--variant-envs {args.variant_envs}: at least 1")
+    if args.variants_checkpoint and not args.checkpoint:
+        p.error("--variants-checkpoint needs --checkpoint (without both, this script trains the SFT models itself)")
+    if args.reference not in args.models:
+        p.error(f"--reference {args.reference}: not among --models {sorted(args.models)}; measure it too")
     return args
 
 
@@ -486,10 +562,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.checkpoint:
         models: dict[str, Path | None] = {"sft": Path(args.checkpoint).resolve()}
+        if args.variants_checkpoint:
+            models[VARIANTS] = Path(args.variants_checkpoint).resolve()
         base = (
             Path(args.base_model).resolve() if args.base_model else stages.build_model(stages.REAL, 0, out / "learning")
         )
-        data = stages.build_data(stages.REAL, base, out / "learning")
+        data = stages.build_data(TRANSFER, base, out / "learning")
     else:
         base, models, data, train_lines = train(out, args)
     data = {} if args.no_heldout else data

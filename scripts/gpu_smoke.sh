@@ -59,6 +59,8 @@ MODEL=${MODEL_DIR:-$RUN_DIR/smollm2}
 ENVS="$RUN_DIR/envs"
 SFT_DATA="$RUN_DIR/sft.parquet"
 SFT_CKPT="$RUN_DIR/sft-ckpt"
+SFT_VARIANTS_DATA="$RUN_DIR/sft_variants.parquet"
+SFT_VARIANTS_CKPT="$RUN_DIR/sft-variants-ckpt"
 # Every key below exists in verl 0.9.1's sft_trainer_engine / ppo_trainer config (tested).
 SFT_ARGS=(
     "astra.sft_data=$SFT_DATA"
@@ -76,6 +78,9 @@ SFT_ARGS=(
     "trainer.resume_mode=disable"
     "checkpoint.save_contents=[model,optimizer,extra,hf_model]"  # huggingface/: GRPO's model
 )
+# the same SFT on the demonstrations with the other half (stage 10): only the data and the folder differ
+SFT_VARIANTS_ARGS=("${SFT_ARGS[@]/#astra.sft_data=*/astra.sft_data=$SFT_VARIANTS_DATA}")
+SFT_VARIANTS_ARGS=("${SFT_VARIANTS_ARGS[@]/#trainer.default_local_dir=*/trainer.default_local_dir=$SFT_VARIANTS_CKPT}")
 GRPO_ARGS=(
     "actor_rollout_ref.model.path=$SFT_CKPT/global_step_$SFT_STEPS/huggingface"
     "astra.data_dir=$ENVS"
@@ -177,6 +182,21 @@ EOF
 say "4/11 SFT data: golden demonstrations of the train split (real sandbox outputs)"
 "$PY" -m env_registry -q export-sft "$ENVS/mix_banded/train.parquet" --output-file "$SFT_DATA"
 printf '%s\n' "${SFT_ARGS[@]}" > "$RUN_DIR/sft.overrides"
+# the other half of tool use (issue 49): the same demonstrations plus those of environments of the
+# other variants (ask for a missing value, declare a missing capability, answer without a tool), in
+# worlds of another seed, 2 for every 3 train rows (the recommended mix's 0.4); trained in stage 10
+rm -rf "$RUN_DIR/store_variants" "$RUN_DIR/envs_variants"
+N_VARIANT_ENVS=$(( $("$PY" -c "import pyarrow.parquet as pq, sys; print(pq.read_metadata(sys.argv[1]).num_rows)" \
+    "$ENVS/mix_banded/train.parquet") * 2 / 3 ))
+"$PY" -m env_registry --store "$RUN_DIR/store_variants" -q generate --n "$N_VARIANT_ENVS" --seed 100 --max-hops 2 \
+    --variants unanswerable=0.25,missing_value=0.25,missing_function=0.25,no_tool=0.25
+"$PY" -m env_registry --store "$RUN_DIR/store_variants" -q export-parquet --out "$RUN_DIR/envs_variants" \
+    --mixing banded --tokenizer "$MODEL" --max-prompt-length 3072 --val-fraction 0
+"$PY" -m env_registry -q export-sft "$RUN_DIR/envs_variants/mix_banded/train.parquet" \
+    --output-file "$RUN_DIR/sft_other_half.parquet"
+"$PY" -c "import pandas as pd, sys; pd.concat([pd.read_parquet(p) for p in sys.argv[1:3]]).to_parquet(sys.argv[3])" \
+    "$SFT_DATA" "$RUN_DIR/sft_other_half.parquet" "$SFT_VARIANTS_DATA"
+printf '%s\n' "${SFT_VARIANTS_ARGS[@]}" > "$RUN_DIR/sft_variants.overrides"
 printf '%s\n' "${GRPO_ARGS[@]}" > "$RUN_DIR/grpo.overrides"
 
 if [ "$HAVE_TAU" = 1 ]; then
@@ -232,9 +252,14 @@ grep -H -m1 -E '^all ' "$RUN_DIR"/eval_{base,sft,grpo}.log || true
 
 TRANSFER_PER_CATEGORY=${TRANSFER_PER_CATEGORY:-20}
 if [ "$TRANSFER_PER_CATEGORY" -gt 0 ]; then
-    say "10/11 transfer: base, SFT and GRPO on BFCL single-turn ($TRANSFER_PER_CATEGORY per category), multi-turn, held-out"
+    say "10/11 SFT with the other half ($SFT_STEPS steps, same settings), then the transfer table: base, SFT, SFT with the other half and GRPO on BFCL single-turn ($TRANSFER_PER_CATEGORY per category), multi-turn, held-out"
+    timeout --signal=TERM --kill-after=30 "$SMOKE_TIMEOUT_S" \
+        "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m verl.trainer.sft_trainer \
+            +recipe=astra_sft "${SFT_VARIANTS_ARGS[@]}" > "$RUN_DIR/sft_variants.log" 2>&1 \
+        || { say "SFT with the other half failed; log: $RUN_DIR/sft_variants.log"; exit 1; }
     "$PY" bench/transfer.py --out "$RUN_DIR/transfer" --base-model "$MODEL" \
         --checkpoint "$SFT_CKPT/global_step_$SFT_STEPS/huggingface" --grpo-checkpoint "$GRPO_CKPT" \
+        --variants-checkpoint "$SFT_VARIANTS_CKPT/global_step_$SFT_STEPS/huggingface" \
         --per-category "$TRANSFER_PER_CATEGORY" --styles fc,prompting --multi-turn-per-category 5 \
         --vllm-python "$PY" --vllm-device gpu 2>&1 | tee "$RUN_DIR/transfer.log" \
         || { say "bench/transfer.py failed; log: $RUN_DIR/transfer.log"; exit 1; }

@@ -181,3 +181,69 @@ def test_the_sft_models_train_from_the_base_model_given(tmp_path, monkeypatch):
     model, checkpoints, _, _ = transfer.train(tmp_path / "out", args)
     assert model == base.resolve() and seen == {"sft": base.resolve(), "data": base.resolve(), "demos": base.resolve()}
     assert set(checkpoints) == {"sft"}
+
+
+def test_the_other_half_is_its_own_model_trained_on_the_same_steps_with_variant_demonstrations(tmp_path, monkeypatch):
+    """`sft_variants`: the real tier's `sft()` (same steps, same seed) on the plain demonstrations plus
+    those of `--variant-envs` environments of the other variants; its own folder and label."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = (tier.variant_envs, tier.sft_steps, seed)
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    def build_demonstrations(tier, model, root):
+        demos = transfer.stages.demonstrations_file(tier, root)
+        demos.parent.mkdir(parents=True, exist_ok=True)
+        transfer.pd.DataFrame({"messages": [[]]}).to_parquet(demos)
+        return demos
+
+    monkeypatch.setattr(transfer.stages, "sft", sft)
+    monkeypatch.setattr(transfer.stages, "build_data", lambda tier, model, root: {})
+    monkeypatch.setattr(transfer.stages, "build_demonstrations", build_demonstrations)
+    args = transfer.parse(
+        ["--base-model", str(tmp_path / "m"), "--models", "base,sft,sft_variants", "--variant-envs", "8"]
+    )
+    _, checkpoints, _, lines = transfer.train(tmp_path / "out", args)
+    steps = transfer.stages.REAL.sft_steps
+    assert trained == {"seed0": (0, steps, 0), "seed0-variants8": (8, steps, 0)}
+    assert set(checkpoints) == {"sft", "sft_variants"}
+    assert transfer.labels(args)["sft_variants"] == "SFT + other half (8 envs)"
+    assert any("sft-mix_none-notool_0-variants_8.parquet" in line for line in lines)
+    # the held-out data the models are measured on holds the other variants in unseen worlds
+    split = transfer.TRANSFER.splits[-1]
+    assert split.name == "heldout_variants" and "answerable=" not in split.variants.replace("unanswerable=", "")
+    assert split.seed not in {s.seed for s in transfer.stages.REAL.splits} | {transfer.stages.VARIANT_SEED}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--models", "sft,sft_variants"], "--reference base: not among --models"),
+        (["--variants-checkpoint", "x"], "--variants-checkpoint needs --checkpoint"),
+        (["--variant-envs", "0"], "--variant-envs 0"),
+    ],
+)
+def test_refused_combinations_say_what_to_do(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        transfer.parse(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_other_half_verdicts_compare_irrelevance_with_base_and_held_out_with_sft():
+    cats = {c: 4 for c in CATEGORIES}
+    base = cats | {c: 0 for c in tt.SIMPLE}  # base: irrelevance 100, no simple call right
+    mixed = dict(cats)  # simple rises, irrelevance kept
+    rows = tt.bfcl_rows(_per_model({"base": base, "sft_variants": mixed}), "base", SIZES)
+    heldout = {f"e{i}": 0.5 + 0.1 * (i % 2) for i in range(8)}
+    results = {
+        "base": {"heldout": {}},
+        "sft": {"heldout": {"heldout_data": heldout, "heldout_shape": heldout}},
+        "sft_variants": {"heldout": {"heldout_data": heldout, "heldout_shape": {k: 0.0 for k in heldout}}},
+    }
+    said = "\n".join(transfer.other_half_verdicts(rows, results, "mix", "base"))
+    assert "irrelevance within 2 SE of base (+0.0 ± 0.0) while Non-Live Simple rises beyond 2 SE" in said
+    assert said.count(": met") == 2 and "heldout_shape F1 not below plain SFT's beyond 2 SE: -55.0" in said
+    assert "MISSED" in said.splitlines()[-1]
+    said = "\n".join(transfer.other_half_verdicts(rows, results, "mix", "sft"))
+    assert "n/a (reference sft)" in said
