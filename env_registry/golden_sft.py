@@ -40,14 +40,14 @@ says no tool it has can answer, makes no call and ends with a declared inability
 `NoTool.seed` and the environment ids only.
 
 The failed attempt's assistant turn carries `weight: 0` (OpenAI's fine-tuning convention, read by
-`data_synth.traj.sft_dataset.TrajSFTDataset`): the model sees the mistake and the error in context
+`astra_verl.training.sft_dataset.TrajSFTDataset`): the model sees the mistake and the error in context
 and learns the correction, not the mistake. Which rows, which call and which kind follow from
 `Recovery.seed` and the environment id only, so a rerun writes the same data.
 
-The parquet has the format `data_synth traj export` writes (`data_synth/traj/export_sft.py`):
+Each row is an `env_registry.sft_record.SFTRecord`, the row `data_synth traj export` writes too:
 `messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or ""), `no_tool` (a twin),
 `variant` (the environment's, `EnvSpec.variant`) and `sft_version`;
-verl reads it with `data_synth.traj.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it).
+verl reads it with `astra_verl.training.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it).
 This is the laptop stand-in for trajectory synthesis: it needs no LLM, and it is what `make demo`
 fine-tunes the tiny model on before GRPO, so that the policy emits real tool calls.
 """
@@ -61,7 +61,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jsonschema
 import pyarrow as pa
@@ -75,13 +75,11 @@ from env_registry import call_errors
 from env_registry.answer_channel import channel, final_message
 from env_registry.matching import answer_in_text
 from env_registry.rows import RowInfo, row_env, row_tool
+from env_registry.sft_record import RecoveryKind, SFTRecord
 from env_registry.spec import EnvSpec, SubQuestion, Variant, tool_module
 from env_registry.store import EnvStore
 from env_registry.variants import ask_message
 
-SFT_VERSION = 4  # 3: the `no_tool` column; 4: the `variant` column
-
-RecoveryKind = Literal["wrong_argument", "unknown_tool", "malformed"]
 RECOVERY_KINDS: tuple[RecoveryKind, ...] = ("wrong_argument", "unknown_tool", "malformed")
 
 Call = tuple[str, dict[str, Any]]  # (tool name, arguments)
@@ -331,16 +329,17 @@ def sft_row(
     no_tool: bool = False,
     variant: str = "answerable",
 ) -> dict[str, Any]:
-    """One row of the SFT parquet (the module docstring lists its columns)."""
-    return {
-        "messages": messages,
-        "tools": json.dumps(tools),
-        "env_id": env_id,
-        "recovery": recovery,
-        "no_tool": no_tool,
-        "variant": variant,
-        "sft_version": SFT_VERSION,
-    }
+    """One row of the SFT parquet: an `SFTRecord` (the module docstring lists its columns)."""
+    record = SFTRecord.build(
+        f"golden demonstration of environment {env_id}",
+        messages,
+        tools,
+        env_id=env_id,
+        recovery=recovery,
+        no_tool=no_tool,
+        variant=variant,
+    )
+    return record.row()
 
 
 def _among(plans: Sequence[GoldenPlan], keep: Callable[[GoldenPlan], bool]) -> list[GoldenPlan]:

@@ -46,7 +46,6 @@ from typing import Any
 from jsonschema import Draft202012Validator
 
 from astra_foundation.clikit import add_output_file, run_cli
-from data_synth.traj.export_sft import SFT_VERSION
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
 from env_registry.importers.sources import (
@@ -56,6 +55,7 @@ from env_registry.importers.sources import (
     has_fields,
     read_rows,
 )
+from env_registry.sft_record import SFTRecord
 
 ERROR_MARKER = "[ERROR:"
 
@@ -382,18 +382,17 @@ def check_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any
 
 
 def sft_row(conv: Conversation, row: SourceRow) -> dict[str, Any]:
-    """A parquet row in `export_sft`'s format (`tools` as JSON text, see `sft_dataset`)."""
-    return {
-        "messages": conv.messages,
-        "tools": json.dumps(conv.tools, ensure_ascii=False),
-        "server_id": conv.server,
-        "task_id": content_id(conv.messages),
-        "source": f"{conv.format}:{row.label}",
-        "variant": "imported",
-        "score": None,
-        "num_tool_calls": sum(len(m.get("tool_calls", [])) for m in conv.messages),
-        "sft_version": SFT_VERSION,
-    }
+    """A parquet row: the `SFTRecord` every SFT writer builds (`traj export`'s and golden's too)."""
+    record = SFTRecord.build(
+        row.label,
+        conv.messages,
+        conv.tools,
+        server_id=conv.server,
+        task_id=content_id(conv.messages),
+        source=f"{conv.format}:{row.label}",
+        variant="imported",
+    )
+    return record.row()
 
 
 def _rows(files: list[str], reasoning: str, formats: Counter) -> Iterator[tuple[SourceRow, Conversation]]:

@@ -1,12 +1,13 @@
 """Output (step 8, docs/method.md §1.7): SFT parquet for verl, the raw trajectories as JSONL.
 
-`sft.parquet` (one row per kept trajectory, `SFT_VERSION` in every row):
+`sft.parquet` (one row per kept trajectory, each an `env_registry.sft_record.SFTRecord`, the row
+every SFT writer builds, with its `SFT_VERSION`):
 
     messages     list of {role, content, tool_calls?, tool_call_id?, name?}: OpenAI chat format;
                  assistant tool calls as {id, type: "function", function: {name, arguments}}
                  with `arguments` the JSON text the model wrote (chat templates accept text)
-    tools        JSON text of the OpenAI tools list the agent had (see `sft_dataset.py` for why
-                 text, and for the dataset class that reads it)
+    tools        JSON text of the OpenAI tools list the agent had (`env_registry/sft_record.py` says
+                 why text; `astra_verl.training.sft_dataset` is the dataset class that reads it)
     server_id, task_id, source, variant, score, num_tool_calls, sft_version
 
 `trajectories.jsonl`: every trajectory the interaction produced, with its judgement (or the
@@ -22,8 +23,7 @@ from typing import Any, Literal
 from astra_foundation.strict import StrictModel
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.records import JudgedTrajectory, Trajectory
-
-SFT_VERSION = 1
+from env_registry.sft_record import SFTRecord
 
 
 class SFTExportConfig(StrictModel):
@@ -58,17 +58,17 @@ def has_parallel_calls(traj: Trajectory) -> bool:
 def sft_row(item: JudgedTrajectory, cfg: SFTExportConfig) -> dict[str, Any]:
     t = item.trajectory
     messages = [_message(m) for m in t.messages if cfg.system_prompt or m["role"] != "system"]
-    return {
-        "messages": messages,
-        "tools": json.dumps(t.tools, ensure_ascii=False),
-        "server_id": t.server_id,
-        "task_id": t.task.key,
-        "source": t.task.source,
-        "variant": t.task.variant,
-        "score": item.judgement.score,
-        "num_tool_calls": len(t.calls),
-        "sft_version": SFT_VERSION,
-    }
+    record = SFTRecord.build(
+        f"trajectory {item.key}",
+        messages,
+        t.tools,
+        server_id=t.server_id,
+        task_id=t.task.key,
+        source=t.task.source,
+        variant=t.task.variant,
+        score=item.judgement.score,
+    )
+    return record.row()
 
 
 def write_sft(items: list[JudgedTrajectory], path: str | Path, cfg: SFTExportConfig | None = None) -> dict[str, int]:
