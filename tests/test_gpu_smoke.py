@@ -57,7 +57,7 @@ def overrides(run_dir: Path, name: str) -> list[str]:
 
 
 def test_sft_overrides_compose_and_its_data_loads_in_verls_dataset(prepared, smollm2_dir):
-    from data_synth.traj.sft_dataset import TrajSFTDataset
+    from astra_verl.training.sft_dataset import TrajSFTDataset
 
     cfg = compose("sft_trainer_engine", ["+recipe=astra_sft", *overrides(prepared, "sft")])
     assert cfg.model.path == str(smollm2_dir) and cfg.trainer.total_training_steps == SFT_STEPS

@@ -4,7 +4,7 @@
 
 Modules, in pipeline order: `ingest` (+ `schema`), `compat` + `propose` + `graph`, `chains`,
 `verify_chains` (+ `query_checks`), `tasks`, `simulate` / `mcp_tools` + `interact`, `judge`,
-`export_sft` (+ `sft_dataset`, the verl dataset class), `report`. `records` holds the typed
+`export_sft` (its verl dataset class is `astra_verl.training.sft_dataset`), `report`. `records` holds the typed
 record of every step boundary, `steps` the pipeline steps, `run` the orchestration, `cli` the
 command line, `config` the settings, `describe` the renderings of servers and tools for the
 prompts (`data_synth/prompts/traj/*.md`, loaded with `data_synth.prompts.load_prompt`).

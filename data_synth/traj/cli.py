@@ -36,7 +36,7 @@ Every LLM endpoint is checked before the first record. Exit status: 0 done; 1 so
 (the first error is printed; rerun to retry), an input line was unreadable, or `run`/`export`
 produced no trajectory; 2 the command could not start; 130 interrupted.
 Train on the result with verl's SFT trainer and
-`data.custom_cls.path=pkg://data_synth.traj.sft_dataset data.custom_cls.name=TrajSFTDataset`.
+`data.custom_cls.path=pkg://astra_verl.training.sft_dataset data.custom_cls.name=TrajSFTDataset`.
 """
 
 from __future__ import annotations

@@ -82,7 +82,7 @@ def test_results_pair_by_function_id_and_arguments_are_checked_against_the_schem
 
 
 def test_the_parquet_loads_in_verls_sft_dataset_and_trains_only_the_assistant(tmp_path, tiny_tokenizer, capsys):
-    from data_synth.traj.sft_dataset import TrajSFTDataset
+    from astra_verl.training.sft_dataset import TrajSFTDataset
 
     src = tmp_path / "in.parquet"
     pq.write_table(pa.Table.from_pylist([_rows()[0], _parallel_row()]), src)  # read through HF datasets

@@ -1,5 +1,5 @@
-"""The SFT export loads in verl's multi-turn SFT dataset (through `TrajSFTDataset`, which only
-decodes the `tools` JSON column) and only assistant tokens carry loss."""
+"""The SFT export loads in verl's multi-turn SFT dataset (through `TrajSFTDataset`, which checks each
+row's version and decodes the `tools` JSON column) and only assistant tokens carry loss."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def _judged(key, calls_per_turn=(1, 1)):
 
 
 def _dataset(path, tokenizer, **config):
-    from data_synth.traj.sft_dataset import TrajSFTDataset
+    from astra_verl.training.sft_dataset import TrajSFTDataset
 
     return TrajSFTDataset(str(path), tokenizer, {"max_length": 1024, **config})
 

@@ -99,7 +99,7 @@ def test_the_error_each_failed_attempt_shows_is_the_one_astra_tool_agent_gives(d
 
 
 def test_the_failed_turn_is_context_not_a_target_in_verls_sft_dataset(tmp_path, rl_parquet, tiny_tokenizer):
-    from data_synth.traj.sft_dataset import TrajSFTDataset
+    from astra_verl.training.sft_dataset import TrajSFTDataset
 
     path = tmp_path / "sft.parquet"
     summary = write_golden_sft(rl_parquet, path, Recovery(share=1.0, kinds=("malformed",)))
@@ -148,7 +148,7 @@ def test_no_tool_twins_show_only_other_domains_tools_and_make_no_call(rl_parquet
 
 
 def test_a_no_tool_twin_trains_the_reply_without_a_call(tmp_path, rl_parquet, tiny_tokenizer):
-    from data_synth.traj.sft_dataset import TrajSFTDataset
+    from astra_verl.training.sft_dataset import TrajSFTDataset
 
     path = tmp_path / "sft.parquet"
     summary = write_golden_sft(rl_parquet, path, Recovery(share=0), no_tool=NoTool(share=1.0))

@@ -1,15 +1,21 @@
-"""verl's multi-turn SFT dataset, reading the `tools` column as JSON text.
+"""verl's multi-turn SFT dataset for our SFT parquet: the record's version checked, `tools` decoded.
 
-Why: parquet stores a list of structs with one struct type, so tools with different parameter
-names (every real tool list) come back from a nested column with every other tool's parameter
-names filled in as `null`, and a chat template would render them into the prompt. The export
-therefore writes `tools` as a JSON string per row, and this subclass decodes it before verl's
-`MultiTurnSFTDataset` tokenizes. Everything else (per-turn tokenization, assistant-only loss
+Every SFT writer builds its rows as `env_registry.sft_record.SFTRecord` (golden demonstrations,
+`data_synth traj export`, `data_synth traj import-astra`), with its `SFT_VERSION`. A row of another
+version, or without one, is refused before training starts, naming the file, the row, the version
+found and the one expected, and the commands that write the parquet again: a column renamed or
+added since would otherwise train silently on what it no longer means.
+
+Why `tools` is JSON text: parquet stores a list of structs with one struct type, so tools with
+different parameter names (every real tool list) come back from a nested column with every other
+tool's parameter names filled in as `null`, and a chat template would render them into the prompt.
+The writers therefore store `tools` as a JSON string per row, and this subclass decodes it before
+verl's `MultiTurnSFTDataset` tokenizes. Everything else (per-turn tokenization, assistant-only loss
 mask, padding, truncation, the whole-conversation sanity check) is verl's own code.
 
     python -m verl.trainer.sft_trainer ... \\
         data.train_files=RUN/sft.parquet \\
-        data.custom_cls.path=pkg://data_synth.traj.sft_dataset data.custom_cls.name=TrajSFTDataset
+        data.custom_cls.path=pkg://astra_verl.training.sft_dataset data.custom_cls.name=TrajSFTDataset
 
 Rows with parallel tool calls (several `tool` messages in a row) meet a verl limitation with
 Qwen-style templates, which group consecutive tool results into one turn while verl tokenizes
@@ -26,12 +32,28 @@ from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
 import torch
 from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
+
+from env_registry.sft_record import check_version
+
+
+def check_versions(parquet_file: str) -> None:
+    """Every row of `parquet_file` is of this record's version (`SFTVersionError` otherwise)."""
+    source = pq.ParquetFile(parquet_file)
+    if "sft_version" in source.schema_arrow.names:
+        versions = source.read(columns=["sft_version"]).column("sft_version").to_pylist()
+    else:  # written before rows had a version
+        versions = [None] * source.metadata.num_rows
+    for row, found in enumerate(versions):
+        check_version(found, parquet_file, row)
 
 
 class TrajSFTDataset(MultiTurnSFTDataset):
     def _read_files_and_process(self):
+        for parquet_file in self.parquet_files:  # before verl reads them: a stale file stops here
+            check_versions(parquet_file)
         super()._read_files_and_process()
         if self.tools is not None:
             self.tools = [json.loads(t) if isinstance(t, str) else t for t in self.tools]
