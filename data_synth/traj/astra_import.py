@@ -21,12 +21,16 @@ Checks (`Check`, stable strings counted in the summary):
   tool_schema          a tool document cannot be used (name, parameters), or two share a name
   agent_error          an assistant message is ASTRA's failure marker `[ERROR: ...]`
   role                 a message has an unknown role, or the conversation has no user message
-  call_malformed       a call without a name, or whose arguments are not a JSON object
+  call_malformed       a call without a name, or whose arguments are not a JSON object (empty
+                       arguments too: `{}` is how a call without parameters is written)
   call_unknown_tool    a call names a tool the row does not list
-  call_arguments       a call's arguments do not fit the tool's parameters schema
+  call_arguments       a call's arguments do not fit the tool's parameters schema (formats asserted)
   result_without_call  a tool result answers no call of the step before it
   call_without_result  a call gets no result before the conversation moves on
   no_final_answer      the conversation does not end with an assistant answer without calls
+
+The three call checks are RL's own pre-call check (`env_registry.call_check`, the one the rollout
+and `traj interact` run), so an imported conversation never shows a call RL would refuse.
 
 Reasoning (`reasoning_content`) is dropped by default; `--reasoning inline` keeps it in front of
 the content as `<think>...</think>` (what Qwen3-style templates render for thinking models).
@@ -43,11 +47,14 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from astra_foundation.clikit import add_output_file, run_cli
+from astra_foundation.llm.types import ToolCall
 from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
+from env_registry import call_errors
+from env_registry.arguments import argument_validator
+from env_registry.call_check import CallStatus, check_call
+from env_registry.episode_driver import ParsedCall
 from env_registry.importers.sources import (
     SourceRow,
     check_files,
@@ -309,27 +316,37 @@ def read_conversation(data: dict[str, Any], reasoning: str = "drop") -> Conversa
 # -- checks -----------------------------------------------------------------------------------
 
 
-def _check_call(call: dict[str, Any], where: str, schemas: dict[str, dict[str, Any]]) -> list[Problem]:
+# RL's refusal of a call, as the check that rejects the row
+_REFUSED = {
+    CallStatus.BAD_JSON: Check.CALL_MALFORMED,
+    CallStatus.UNKNOWN_TOOL: Check.CALL_UNKNOWN_TOOL,
+    CallStatus.SCHEMA_ERROR: Check.CALL_ARGUMENTS,
+}
+
+
+def _attempt(call: dict[str, Any], index: int) -> ParsedCall:
+    """The call as RL's check reads it: decoded as the LLM client's OpenAI calls are (`traj
+    interact`'s), a call without a name malformed as RL's hermes parser has it (`missing_name`)."""
     name = call["function"]["name"]
-    if not isinstance(name, str) or not name:
-        return [Problem(Check.CALL_MALFORMED, where, f"the call names no function: {call['function']!r}")]
-    if name not in schemas:
-        return [Problem(Check.CALL_UNKNOWN_TOOL, where, f"{name!r} is not one of the row's tools {sorted(schemas)}")]
-    try:
-        args = json.loads(call["function"]["arguments"] or "{}")
-    except ValueError as exc:
-        return [Problem(Check.CALL_MALFORMED, where, f"arguments of {name} are not JSON: {exc}")]
-    if not isinstance(args, dict):
-        return [
-            Problem(Check.CALL_MALFORMED, where, f"arguments of {name} are a JSON {type(args).__name__}, not an object")
-        ]
-    errors = sorted(Draft202012Validator(schemas[name]).iter_errors(args), key=lambda e: list(e.absolute_path))
-    return [
-        Problem(
-            Check.CALL_ARGUMENTS, where, f"{name}: {'.'.join(map(str, e.absolute_path)) or '(arguments)'}: {e.message}"
-        )
-        for e in errors[:1]
-    ]
+    if not isinstance(name, str) or not name.strip():
+        why = call_errors.malformed(f"the call names no function: {call['function']!r}")
+        return ParsedCall(name=None, arguments=None, raw=str(call["function"]), error_kind="missing_name", error=why)
+    return ParsedCall.from_openai(ToolCall.from_openai(call, index))
+
+
+def _check_call(call: dict[str, Any], where: str, schemas: dict[str, dict[str, Any]], index: int) -> list[Problem]:
+    """RL's pre-call check of one call (`env_registry.call_check`): the row is rejected with the
+    refusal RL would give (a model trained on it must not learn calls RL refuses)."""
+    attempt = _attempt(call, index)
+    refusal = check_call(
+        attempt.name,
+        attempt.arguments,
+        list(schemas),  # in the row's order, as RL shows them
+        lambda name: argument_validator(schemas[name]),
+        error_kind=attempt.error_kind,
+        error=attempt.error,
+    )
+    return [] if refusal is None else [Problem(_REFUSED[refusal.status], where, refusal.text)]
 
 
 def check_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[Problem]:
@@ -350,7 +367,7 @@ def check_conversation(messages: list[dict[str, Any]], tools: list[dict[str, Any
             if m["content"].lstrip().startswith(ERROR_MARKER):
                 out.append(Problem(Check.AGENT_ERROR, where, f"the agent run failed: {m['content'][:200]}"))
             for j, call in enumerate(m.get("tool_calls", [])):
-                out += _check_call(call, f"{where}.tool_calls[{j}]", schemas)
+                out += _check_call(call, f"{where}.tool_calls[{j}]", schemas, j)
                 open_calls[call["id"]] = f"{where}.tool_calls[{j}]"
         elif role == "tool":
             if m["tool_call_id"] not in open_calls:
@@ -411,7 +428,7 @@ def run_import(
     files: list[str], out: Path, rejects_path: Path, reasoning: str = "drop", parallel_calls: str = "keep"
 ) -> dict[str, Any]:
     """Read, check and write; returns the counts the command prints. `parallel_calls="drop"`
-    leaves out sound rows with several calls in one step (see `sft_dataset` for why)."""
+    leaves out sound rows with several calls in one step (see `astra_verl.training.sft_dataset` for why)."""
     formats: Counter = Counter()
     checks: Counter = Counter()
     kept, rejected, dropped = [], 0, 0
@@ -469,7 +486,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--parallel-calls",
         choices=("keep", "drop"),
         default="keep",
-        help="rows with several calls in one step: keep (default) or drop (verl's per-turn check, see sft_dataset)",
+        help="rows with several calls in one step: keep (default) or drop (verl's per-turn check, "
+        "see astra_verl/training/sft_dataset.py)",
     )
     return p
 
