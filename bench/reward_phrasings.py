@@ -90,6 +90,25 @@ def _with_values(f: Facts, names: list[str]) -> str:
     return join([f"{n} ({f.values[n]})" if f.values[n] else n for n in names])
 
 
+# What a one-sentence template may name: `_says` fills only the fields its pattern uses (a root
+# environment has no candidates, so {others} and {rival} would fail there).
+_FIELDS: dict[str, Callable[[Facts], str]] = {
+    "answer": lambda f: f.answer,
+    "final": lambda f: f.final,
+    "question": lambda f: f.question,
+    "names": lambda f: join(f.names),
+    "others": lambda f: join(f.others),
+    "rival": lambda f: f.others[0],
+}
+
+
+def _says(pattern: str) -> Template:
+    """The template that fills `pattern`'s fields (`_FIELDS`: {answer}, {final}, {question},
+    {names}, {others}, {rival}) from the environment's facts."""
+    used = [name for name in _FIELDS if "{" + name + "}" in pattern]
+    return lambda f: pattern.format(**{name: _FIELDS[name](f) for name in used})
+
+
 def _first_word(f: Facts) -> str | None:
     words = f.answer.split()
     others = {w.casefold() for n in f.others for w in n.split()}
@@ -105,36 +124,36 @@ def _comparative(f: Facts) -> str:
 
 # Comparison leaves: every template commits to the answer among the candidates.
 COMPARISON: dict[str, Template] = {
-    "bare": lambda f: f"{f.answer}.",
-    "the answer is": lambda f: f"The answer is {f.answer}.",
-    "X beats Y and Z": lambda f: f"{f.answer} beats {join(f.others)}.",
-    "among all, the answer is X": lambda f: f"Among {join(f.names)}, the answer is {f.answer}.",
+    "bare": _says("{answer}."),
+    "the answer is": _says("The answer is {answer}."),
+    "X beats Y and Z": _says("{answer} beats {others}."),
+    "among all, the answer is X": _says("Among {names}, the answer is {answer}."),
     "X (v), ahead of Y (v)": lambda f: f"{_with_values(f, [f.answer])}, ahead of {_with_values(f, f.others)}.",
     "values then so X": lambda f: (
         " ".join(f"{n} has {f.values[n]}." for n in [*f.others, f.answer]) + f" So the answer is {f.answer}."
     ),
     "X more ... than Y": _comparative,
-    "question restated, then X": lambda f: f"{f.question} {f.answer}.",
+    "question restated, then X": _says("{question} {answer}."),
     "question restated with values": lambda f: f"Comparing {_with_values(f, f.names)}: {f.answer}.",
     "first word of the name": _first_word,
     "values, then X wins": lambda f: (
         f"{_with_values(f, f.others)} against {f.values[f.answer]} for {f.answer}, so {f.answer} it is."
     ),
-    "zh": lambda f: f"答案是{f.answer}。",
-    "zh comparative": lambda f: f"{f.answer}比{f.others[0]}更符合。",
-    "ja": lambda f: f"答えは{f.answer}です。",
-    "ko": lambda f: f"정답은 {f.answer}입니다.",
-    "es": lambda f: f"La respuesta es {f.answer}.",
-    "de": lambda f: f"Die Antwort ist {f.answer}.",
+    "zh": _says("答案是{answer}。"),
+    "zh comparative": _says("{answer}比{rival}更符合。"),
+    "ja": _says("答えは{answer}です。"),
+    "ko": _says("정답은 {answer}입니다."),
+    "es": _says("La respuesta es {answer}."),
+    "de": _says("Die Antwort ist {answer}."),
     # issue 48: the rival named after the winner, comparatives of other languages, JSON, a table
     "rival named after the winner": lambda f: (
         f"{_with_values(f, [f.answer])} is the one, while {_with_values(f, f.others)} trail."
     ),
-    "compared with Y, X": lambda f: f"Compared with {join(f.others)}, {f.answer} comes out ahead.",
-    "between Y and X, it is X": lambda f: f"Between {join(f.others)} and {f.answer}, it is {f.answer}.",
-    "ru comparative (чем)": lambda f: f"{f.answer} больше, чем {f.others[0]}.",
-    "it comparative (di)": lambda f: f"{f.answer} è più avanti di {f.others[0]}.",
-    "fr": lambda f: f"La réponse est {f.answer}, pas {f.others[0]}.",
+    "compared with Y, X": _says("Compared with {others}, {answer} comes out ahead."),
+    "between Y and X, it is X": _says("Between {others} and {answer}, it is {answer}."),
+    "ru comparative (чем)": _says("{answer} больше, чем {rival}."),
+    "it comparative (di)": _says("{answer} è più avanti di {rival}."),
+    "fr": _says("La réponse est {answer}, pas {rival}."),
     "JSON with evidence": lambda f: json.dumps({"answer": f.answer, "values": f.values}, ensure_ascii=False),
     "table of candidates": lambda f: (
         "| name | value |\n|---|---|\n" + "\n".join(f"| {n} | {f.values[n]} |" for n in f.names)
@@ -179,31 +198,31 @@ def _date(fmt: str) -> Template:
 
 # Root answers of the other environments: every template states the root's answer.
 ROOT: dict[str, Template] = {
-    "bare": lambda f: f.final,
-    "the answer is": lambda f: f"The answer is {f.final}.",
-    "question restated, then the answer": lambda f: f"{f.question} {f.final}.",
-    "it is, with a source": lambda f: f"Based on the tool results, it is {f.final}.",
+    "bare": _says("{final}"),
+    "the answer is": _says("The answer is {final}."),
+    "question restated, then the answer": _says("{question} {final}."),
+    "it is, with a source": _says("Based on the tool results, it is {final}."),
     "inputs then the result": _inputs,
     "unit attached": _attached,
     "thousands separators / currency code": _thousands,
     "scientific notation": _scientific,
     "date as July 20, 1976": _date("{month} {d}, {y}"),
     "date as 7/20/1976": _date("{mo}/{d}/{y}"),
-    "zh": lambda f: f"答案是{f.final}。",
-    "ja": lambda f: f"答えは{f.final}です。",
-    "ko": lambda f: f"정답은 {f.final}입니다.",
-    "es": lambda f: f"La respuesta es {f.final}.",
+    "zh": _says("答案是{final}。"),
+    "ja": _says("答えは{final}です。"),
+    "ko": _says("정답은 {final}입니다."),
+    "es": _says("La respuesta es {final}."),
     # issue 48: other languages, JSON with the evidence, a table, a retraction that ends right
-    "ru": lambda f: f"Ответ: {f.final}.",
-    "it": lambda f: f"La risposta è {f.final}.",
-    "fr": lambda f: f"La réponse est {f.final}.",
+    "ru": _says("Ответ: {final}."),
+    "it": _says("La risposta è {final}."),
+    "fr": _says("La réponse est {final}."),
     "JSON with evidence": lambda f: json.dumps(
         {"answer": f.final, "from": [q.answer for q in f.env.sub_questions]}, ensure_ascii=False
     ),
     "table of the steps": lambda f: (
         "| step | value |\n|---|---|\n" + "\n".join(f"| {q.question} | {q.answer} |" for q in f.env.sub_questions)
     ),
-    "a first guess corrected": lambda f: f"I first thought it was something else; it is {f.final}.",
+    "a first guess corrected": _says("I first thought it was something else; it is {final}."),
 }
 
 
