@@ -41,6 +41,7 @@ from typing import Any
 
 from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbox
 from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
+from astra_verl.reward.episode_reward import EpisodeReward
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.config import sandbox_settings
 from env_registry.call_check import CallStatus
@@ -225,6 +226,10 @@ class BfclVerdict:
             "bfcl_steps": float(self.steps),
             "bfcl_calls": float(self.calls),
         }
+
+    def as_reward(self) -> EpisodeReward:
+        """What the astra_bfcl manager hands verl: 1 for a valid episode, 0 otherwise, and the counts."""
+        return EpisodeReward(float(self.valid), self.extra_info())
 
 
 def precheck(target: BfclTarget, log: EpisodeLog) -> BfclVerdict:

@@ -12,6 +12,9 @@ actions (`reward.tau.mixed_reward`), for the ablation. `reward_extra_info`: tau_
 tau_r_actions, tau_r_outputs, tau_outputs_required, tau_action_f1, tau_calls, tau_turns_after_prompt
 (the user's turns after its opening one, which is the prompt's: every hook's count).
 Importing this module registers the `tau_user` hook too (the plugin imports it in every process).
+The guards (no `reward.custom_reward_function.path`, a rule-based reward), the sample reading and the
+hook check are `astra_verl.reward.manager_base.AstraRewardManagerBase`'s; this module declares the
+target type, the hook and the scoring function.
 """
 
 from __future__ import annotations
@@ -19,35 +22,22 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
 from astra_foundation.sandbox import Module, Program, Sandbox
 from astra_verl.benchmarks import tau_hook
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.reward.sample import RewardInputError, last_outputs, parse_ground_truth, read_sample, require_rule_based
-from astra_verl.reward.settings import RewardSettings
+from astra_verl.reward.episode_reward import EpisodeReward
+from astra_verl.reward.manager_base import AstraRewardManagerBase
+from astra_verl.reward.sample import RewardInputError, check_version
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, tau_score
+from astra_verl.rollout.config import sandbox_settings
 from astra_verl.rollout.context import worker_context
 from env_registry.families import tau
 from env_registry.spec import tool_module
 
 NAME = "astra_tau"
-
-
-def parse_target(ground_truth: Any) -> tau.TauTarget:
-    target = parse_ground_truth(
-        ground_truth, tau.TauTarget, "export τ-bench rows with `python -m astra_verl.eval tau-export`"
-    )
-    if target.version != tau.TARGET_VERSION:
-        raise RewardInputError(f"TauTarget version {target.version}; this reader knows {tau.TARGET_VERSION}")
-    return target
-
-
-def _check_hook(where: str, log: EpisodeLog) -> None:
-    if log.hook != tau_hook.HOOK_NAME:
-        raise RewardInputError(f"{where}: the episode ran with hook {log.hook!r}, not {tau_hook.HOOK_NAME!r}")
 
 
 def target_program(target: tau.TauTarget) -> Program:
@@ -72,7 +62,10 @@ async def replay_digest(sandbox: Sandbox, target: tau.TauTarget, actions: list[t
         await sandbox.close_session(session)
 
 
-async def score_episode(sandbox: Sandbox, target: tau.TauTarget, log: EpisodeLog, f1_weight: float = 0.0) -> dict:
+async def score_episode(
+    sandbox: Sandbox, target: tau.TauTarget, log: EpisodeLog, f1_weight: float = 0.0
+) -> EpisodeReward:
+    """τ-bench's reward of one episode (mixed with our F1 over the gold actions by `f1_weight`) and its counts."""
     actions = episode_actions(log.calls, target.terminate_tools)
     digest = await replay_digest(sandbox, target, actions)
     responses = [str(r) for r in log.hook_state.get("responses", [])]
@@ -85,33 +78,37 @@ async def score_episode(sandbox: Sandbox, target: tau.TauTarget, log: EpisodeLog
         "tau_calls": float(log.num_calls),
         "tau_turns_after_prompt": float(log.user_turns),  # the user's turns after its opening one
     }
-    return {"reward_score": mixed_reward(score, f1, f1_weight), "reward_extra_info": info}
+    return EpisodeReward(mixed_reward(score, f1, f1_weight), info)
 
 
 @register(NAME)
-class AstraTauRewardManager(RewardManagerBase):
+class AstraTauRewardManager(AstraRewardManagerBase, RewardManagerBase):
     """See the module docstring."""
 
-    def __init__(
-        self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None, **kwargs
-    ):
-        super().__init__(config, tokenizer, compute_score)
-        require_rule_based(config, NAME)
-        # Lazy: the trainer's sandbox settings reader lives with the BFCL scorer.
-        from astra_verl.benchmarks.bfcl_score import trainer_sandbox_config
+    name = NAME
+    target_type = tau.TauTarget
+    export_hint = "export τ-bench rows with `python -m astra_verl.eval tau-export`"
+    hook = tau_hook.HOOK_NAME
 
-        self.sandbox_config = trainer_sandbox_config(config)
+    def __init__(self, config, tokenizer, compute_score, **kwargs):
+        super().__init__(config, tokenizer, compute_score, **kwargs)
+        self.sandbox_config = sandbox_settings(config)
         missing = [p for p in tau.SANDBOX["packages"] if p not in self.sandbox_config.packages]
         if missing:
             raise ValueError(
-                f"astra_tau replays τ-bench's tools in the sandbox: astra.sandbox.packages needs {missing}"
+                f"{NAME} replays τ-bench's tools in the sandbox, whose packages lack {missing}: add them to "
+                "astra.sandbox.packages"
             )
-        self.f1_weight = RewardSettings.from_config(config).tau_f1_weight
 
-    async def score(self, non_tensor: dict) -> dict:
-        _, target, log = read_sample(non_tensor, parse_target, _check_hook)
+    @staticmethod
+    def check_target(target: tau.TauTarget) -> None:
+        check_version("TauTarget", target.version, tau.TARGET_VERSION)
+
+    async def score_episode(self, target: tau.TauTarget, log: EpisodeLog) -> EpisodeReward:
         sandbox = worker_context().sandbox(self.sandbox_config)
-        return await score_episode(sandbox, target, log, self.f1_weight)
+        return await score_episode(sandbox, target, log, self.settings.tau_f1_weight)
 
-    async def run_single(self, data: DataProto) -> dict:
-        return await self.score(last_outputs(data))
+
+def parse_target(ground_truth: Any) -> tau.TauTarget:
+    """A row's `reward_model.ground_truth` as astra_tau reads it (a checked `TauTarget`; `eval tau` reads it too)."""
+    return AstraTauRewardManager.parse_target(ground_truth)

@@ -317,14 +317,14 @@ class EnvEvaluation:
             self.config, self._server(), self.tokenizer, hf_model_type=self.model_type, context=self.context
         )
         out = await loop.run(dict(self.params), **episode_kwargs(row))
-        scored = self.reward.score(
+        scored = await self.reward.score(
             {
                 "reward_model": row["reward_model"],
                 "tool_extra_fields": out.extra_fields,
                 "data_source": row["data_source"],
             }
         )
-        info = scored["reward_extra_info"]
+        info = scored.extra_info
         log = EpisodeLog.from_extra_fields(out.extra_fields)
         response = self.tokenizer.decode(out.response_ids, skip_special_tokens=True)
         return EnvEpisode(
@@ -334,7 +334,7 @@ class EnvEvaluation:
             sample=k,
             data_source=row["data_source"],
             temperature=float(self.params["temperature"]),
-            reward=float(scored["reward_score"]),
+            reward=float(scored.reward),
             f1=info["f1"],
             precision=info["precision"],
             recall=info["recall"],

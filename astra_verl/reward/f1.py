@@ -44,6 +44,7 @@ from enum import Enum
 
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.calls.solved import root_answered, solved_set
+from astra_verl.reward.episode_reward import EpisodeReward
 from env_registry.call_check import CallStatus
 from env_registry.spec import RewardTarget
 
@@ -94,6 +95,10 @@ class EpisodeScore:
             "turns": float(self.turns),
             "final_answer_correct": float(self.final_answer_correct),
         }
+
+    def as_reward(self) -> EpisodeReward:
+        """The reward and counts the astra_f1/recall/precision managers hand verl."""
+        return EpisodeReward(self.reward, self.extra_info())
 
 
 def precision_recall_f1(n: int, solved: int, calls: int, eps: float = DEFAULT_EPS) -> tuple[float, float, float]:

@@ -1,12 +1,13 @@
 """verl reward managers `astra_f1` (default), `astra_recall`, `astra_precision`.
 
-Thin adapters around `f1.score_episode`: one `run_single` reads the sample's ground truth
-(`reward_model.ground_truth`, a `RewardTarget` JSON written by `env_registry export-parquet`) and
-its episode log (`tool_extra_fields["astra_episode"]`, written by `astra_tool_agent`), scores it,
-and reports the counts in `reward_extra_info` (numeric, the same keys for every sample):
-f1, precision, recall, n, solved, calls, invalid_calls, tool_errors, distractor_calls,
-skipped_calls, turns, final_answer_correct. `astra_verl.training.batch_filling` turns them into
-step metrics; verl's validation logs them itself (`val-aux/<data_source>/<key>/mean@N`).
+Thin subclasses of `manager_base.AstraRewardManagerBase` (which refuses configs that would bypass
+them, reads the sample and hands verl the result) around `f1.score_episode`: the ground truth is a
+`RewardTarget` JSON written by `env_registry export-parquet`, the episode log the one
+`astra_tool_agent` writes (any hook). `reward_extra_info` holds the counts of `EpisodeScore.extra_info`
+(numeric, the same keys for every sample): f1, precision, recall, n, solved, calls, invalid_calls,
+tool_errors, distractor_calls, skipped_calls, turns, final_answer_correct.
+`astra_verl.training.batch_filling` turns them into step metrics; verl's validation logs them itself
+(`val-aux/<data_source>/<key>/mean@N`).
 
 Select with `reward.reward_manager.name=astra_f1` (source `register`, the default). Registered
 when `astra_verl.reward.managers` is imported, which the verl plugin does in every process.
@@ -21,13 +22,18 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from verl import DataProto
 from verl.experimental.reward_loop.reward_manager import register
 from verl.experimental.reward_loop.reward_manager.base import RewardManagerBase
 
-from astra_verl.reward.f1 import RewardMode, score_episode
+from astra_verl.calls.call_log import EpisodeLog
+from astra_verl.reward import f1
+from astra_verl.reward.episode_reward import EpisodeReward
+from astra_verl.reward.f1 import RewardMode
+from astra_verl.reward.manager_base import AstraRewardManagerBase
 from astra_verl.reward.sample import (
+    REWARD_TARGET_EXPORT,
     RewardInputError,
+    check_reward_target,
     last_outputs,
     parse_ground_truth,
     parse_target,
@@ -35,13 +41,14 @@ from astra_verl.reward.sample import (
     require_rule_based,
 )
 from astra_verl.reward.settings import RewardSettings
-from astra_verl.trainer_config import select_key
+from env_registry.spec import RewardTarget
 
 __all__ = [
     "AstraF1RewardManager",
     "AstraPrecisionRewardManager",
     "AstraRecallRewardManager",
     "AstraRewardManager",
+    "AstraRewardManagerBase",
     "RewardInputError",
     "RewardSettings",
     "last_outputs",
@@ -52,37 +59,25 @@ __all__ = [
 ]
 
 
-class AstraRewardManager(RewardManagerBase):
-    """Scores one astra episode; subclasses fix the reward mode."""
+class AstraRewardManager(AstraRewardManagerBase, RewardManagerBase):
+    """Scores one astra episode with ASTRA's F1 or an ablation of it; subclasses fix the mode."""
 
+    name: ClassVar[str] = "astra_f1"
     mode: ClassVar[RewardMode] = RewardMode.F1
+    target_type = RewardTarget
+    export_hint = REWARD_TARGET_EXPORT
+    check_target = staticmethod(check_reward_target)
 
-    def __init__(
-        self, config, tokenizer, compute_score, reward_router_address=None, reward_model_tokenizer=None, **kwargs
-    ):
-        super().__init__(config, tokenizer, compute_score)
-        if select_key(config, "reward.custom_reward_function.path"):
-            raise ValueError(
-                "astra reward managers compute the ASTRA reward themselves and would ignore "
-                "reward.custom_reward_function.path; unset it, or use reward.reward_manager.name=naive"
-            )
-        require_rule_based(config, type(self).__name__)
-        self.settings = RewardSettings.from_config(config)
-
-    def score(self, non_tensor: dict) -> dict:
-        """Score one sample's non-tensor fields (what `run_single` reads); pure and synchronous."""
-        _, target, log = read_sample(non_tensor, parse_target)
-        result = score_episode(log, target, self.mode, eps=self.settings.eps, root_answer=self.settings.root_answer)
-        return {"reward_score": result.reward, "reward_extra_info": result.extra_info()}
-
-    async def run_single(self, data: DataProto) -> dict:
-        return self.score(last_outputs(data))
+    async def score_episode(self, target: RewardTarget, log: EpisodeLog) -> EpisodeReward:
+        settings = self.settings
+        return f1.score_episode(log, target, self.mode, eps=settings.eps, root_answer=settings.root_answer).as_reward()
 
 
 @register("astra_f1")
 class AstraF1RewardManager(AstraRewardManager):
     """ASTRA's trajectory-level F1 of sub-question recall and call precision (the default)."""
 
+    name = "astra_f1"
     mode = RewardMode.F1
 
 
@@ -90,6 +85,7 @@ class AstraF1RewardManager(AstraRewardManager):
 class AstraRecallRewardManager(AstraRewardManager):
     """Ablation: recall of sub-questions only (ASTRA reports turn explosion with it)."""
 
+    name = "astra_recall"
     mode = RewardMode.RECALL
 
 
@@ -97,4 +93,5 @@ class AstraRecallRewardManager(AstraRewardManager):
 class AstraPrecisionRewardManager(AstraRewardManager):
     """Ablation: call precision only (ASTRA reports turn collapse with it)."""
 
+    name = "astra_precision"
     mode = RewardMode.PRECISION

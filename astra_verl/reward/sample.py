@@ -1,9 +1,9 @@
 """One sample as a reward manager reads it: its ground truth, its episode log, what to call it.
 
-The astra reward managers (`managers.py`: astra_f1, astra_recall, astra_precision) and BFCL's
-(`astra_verl.benchmarks.bfcl_reward`: astra_bfcl) share these readers. No verl import here: the
-managers are registered by verl's plugin loader, and a module they share must not import verl
-(see `astra_verl.plugin`).
+Every astra reward manager reads its samples through `manager_base.AstraRewardManagerBase`, which
+calls these readers and guards (`read_sample`, `refuse_custom_reward_function`,
+`require_rule_based`). No verl import here: the managers are registered by verl's plugin loader,
+and a module they share must not import verl (see `astra_verl.plugin`).
 """
 
 from __future__ import annotations
@@ -54,11 +54,18 @@ def parse_ground_truth(ground_truth: Any, model: type[M], how_to_fix: str) -> M:
     raise RewardInputError(f"reward_model.ground_truth must be a {name} JSON string, got {type(ground_truth).__name__}")
 
 
+REWARD_TARGET_EXPORT = "re-export the rows with `python -m env_registry export-parquet`"
+
+
 def parse_target(ground_truth: Any) -> RewardTarget:
     """A row's `reward_model.ground_truth` (RewardTarget JSON, or its already-decoded dict)."""
-    target = parse_ground_truth(
-        ground_truth, RewardTarget, "re-export the rows with `python -m env_registry export-parquet`"
-    )
+    target = parse_ground_truth(ground_truth, RewardTarget, REWARD_TARGET_EXPORT)
+    check_reward_target(target)
+    return target
+
+
+def check_reward_target(target: RewardTarget) -> None:
+    """Raise RewardInputError on a RewardTarget this reader cannot score (its spec version, no sub-questions)."""
     if target.spec_version not in READABLE_SPEC_VERSIONS:
         raise RewardInputError(
             f"reward_model.ground_truth has spec_version {target.spec_version}; this reader knows "
@@ -66,17 +73,23 @@ def parse_target(ground_truth: Any) -> RewardTarget:
         )
     if not target.sub_questions:
         raise RewardInputError(f"reward_model.ground_truth of env {target.env_id} has no sub_questions")
-    return target
 
 
-def read_sample(
-    non_tensor: dict, parse: Callable[[Any], T], check_log: Callable[[str, EpisodeLog], None] | None = None
-) -> tuple[str, T, EpisodeLog]:
+def check_version(kind: str, version: int, known: int) -> None:
+    """Raise RewardInputError on a target written in a version of `kind` this reader does not know."""
+    if version != known:
+        raise RewardInputError(
+            f"reward_model.ground_truth is a {kind} of version {version}; this reader knows version {known}: "
+            "export the rows again with this checkout"
+        )
+
+
+def read_sample(non_tensor: dict, parse: Callable[[Any], T], hook: str | None = None) -> tuple[str, T, EpisodeLog]:
     """One sample's description (for errors), its parsed ground truth and its episode log.
 
-    `parse` turns `reward_model.ground_truth` into a target with an `env_id`; a sample whose
-    episode ran another environment than its ground truth names is an error, not a zero.
-    `check_log(where, log)` raises on a log the manager cannot score (checked first).
+    `parse` turns `reward_model.ground_truth` into a target with an `env_id`. An episode run with
+    another hook than `hook` (None: any hook), or in another environment than its ground truth
+    names, is an error, not a zero: the row and the manager do not belong together.
     """
     where = _describe(non_tensor)
     reward_model = non_tensor.get("reward_model")
@@ -87,8 +100,11 @@ def read_sample(
         log = EpisodeLog.from_extra_fields(non_tensor.get("tool_extra_fields"))
     except (RewardInputError, CallLogError) as exc:
         raise RewardInputError(f"{where}: {exc}") from exc
-    if check_log is not None:
-        check_log(where, log)
+    if hook is not None and log.hook != hook:
+        raise RewardInputError(
+            f"{where}: the episode ran with hook {log.hook!r}, not {hook!r}; rows this manager scores carry "
+            f"extra_info.interaction_kwargs.name={hook} (their export writes it)"
+        )
     if log.env_id != target.env_id:  # type: ignore[attr-defined]
         raise RewardInputError(
             f"{where}: the episode ran env {log.env_id!r} but reward_model.ground_truth is for env "
@@ -105,12 +121,24 @@ def last_outputs(data: DataProto) -> dict:
     return {key: values[-1] for key, values in data.non_tensor_batch.items()}
 
 
+def refuse_custom_reward_function(config: Any, manager: str) -> None:
+    """Refuse `reward.custom_reward_function.path`, which verl hands `manager` as `compute_score` and
+    `manager` never calls: the run would train on the astra reward while the config names another."""
+    path = select_key(config, "reward.custom_reward_function.path")
+    if path:
+        raise ValueError(
+            f"reward.custom_reward_function.path={path!r} is set, but reward manager {manager} computes its "
+            "reward itself and would silently ignore that function; unset reward.custom_reward_function.path, "
+            "or select a manager that calls it (reward.reward_manager.name=naive)"
+        )
+
+
 def require_rule_based(config: Any, manager: str) -> None:
     """Refuse a config in which verl's reward loop would score with a reward model and bypass `manager`."""
     if select_key(config, "reward.reward_model.enable"):
         raise ValueError(
             "reward.reward_model.enable=True makes verl's reward loop score with the reward model and bypass "
-            f"{manager}; its reward is rule-based: set reward.reward_model.enable=False"
+            f"reward manager {manager}, whose reward is rule-based: set reward.reward_model.enable=False"
         )
 
 

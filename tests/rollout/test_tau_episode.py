@@ -18,6 +18,7 @@ from taukit import require_tau_bench
 from astra_foundation.sandbox import SandboxPool
 from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import EpisodeLog, Termination
+from astra_verl.reward.episode_reward import EpisodeReward
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from env_registry.call_check import CallStatus
 from env_registry.rows import RowInfo
@@ -75,7 +76,7 @@ def _episode(cfg, tokenizer, row, actions, final, first=()):
     return out, EpisodeLog.from_extra_fields(out.extra_fields), server
 
 
-def _reward(cfg, target, log) -> dict:
+def _reward(cfg, target, log) -> EpisodeReward:
     from env_registry.families import tau
 
     async def main():
@@ -116,13 +117,11 @@ def test_gold_episode_scores_one_and_user_turns_are_masked(cfg, tiny_tokenizer, 
     observed = tiny_tokenizer.decode([t for t, m in zip(out.response_ids, out.response_mask, strict=True) if not m])
     assert confirm in observed
     scored = _reward(cfg, target, log)
-    assert scored["reward_score"] == 1.0 and scored["reward_extra_info"]["tau_action_f1"] == pytest.approx(
-        1.0, abs=1e-6
-    )
+    assert scored.reward == 1.0 and scored.extra_info["tau_action_f1"] == pytest.approx(1.0, abs=1e-6)
 
     # Without the last write τ-bench's database check fails; without the outputs, its output check.
     _, dropped, _ = _episode(cfg, tiny_tokenizer, row, gold[:-1], final)
-    assert _reward(cfg, target, dropped)["reward_extra_info"]["tau_r_actions"] == 0.0
+    assert _reward(cfg, target, dropped).extra_info["tau_r_actions"] == 0.0
     _, untold, _ = _episode(cfg, tiny_tokenizer, row, gold, "Done.")
-    info = _reward(cfg, target, untold)["reward_extra_info"]
+    info = _reward(cfg, target, untold).extra_info
     assert (info["tau_r_actions"], info["tau_r_outputs"], info["tau_reward"]) == (1.0, 0.0, 0.0)
