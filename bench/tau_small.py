@@ -34,7 +34,7 @@ import benchkit  # noqa: E402
 from transfer import served  # noqa: E402
 
 from astra_verl.eval.results import ResultsFile  # noqa: E402
-from astra_verl.eval.tau_report import RESULTS_VERSION  # noqa: E402
+from astra_verl.eval.tau_report import TauResult  # noqa: E402
 
 DOMAINS = ("retail", "airline")
 # the domain prompt (4,543 tokens for retail in SmolLM2's template) plus the user's first message must
@@ -50,7 +50,7 @@ def finished(args: argparse.Namespace, name: str) -> bool:
     """Whether both domains' runs of this policy already hold a scored episode of each of the first
     `--limit` tasks (then no server is started for it: a rerun only redraws the table)."""
     for domain in DOMAINS:
-        results = ResultsFile(run_dir(args, name, domain) / "results.jsonl", RESULTS_VERSION)
+        results = ResultsFile(run_dir(args, name, domain) / "results.jsonl", TauResult)
         if not all(results.done(f"{i}:0") for i in range(args.limit)):
             return False
     return True

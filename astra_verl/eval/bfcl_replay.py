@@ -29,7 +29,7 @@ from astra_foundation.sandbox import SandboxPool
 from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
 from astra_verl.benchmarks.bfcl_score import BfclScoringError, call_string, execute_steps, trainer_sandbox_config
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
+from astra_verl.eval.bfcl_run import evaluate, prepare, results_file
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.context import drop_worker_context, worker_context
 from env_registry.call_check import CallStatus
@@ -106,7 +106,7 @@ def hermes_script(turns: list[list[Call]]) -> list[str]:
 
 @dataclass
 class ReplaySummary:
-    results: Any  # bfcl_run.ResultsFile
+    results: Any  # a ResultsFile of bfcl_run.BfclResult
     observations: tuple[int, list[str]] | None  # (calls compared, mismatch descriptions)
 
 
@@ -156,8 +156,8 @@ def run_replay(
     out = Path(out)
     data = prepare(out / "store", categories, ids=ids, limit=limit)
     plans = [wrong_calls(e) if wrong else turn_calls(e) for e in data.entries]
-    results = ResultsFile(out / "results.jsonl")
     label = "ground-truth" + ("-wrong" if wrong else "")
+    results = results_file(out / "results.jsonl", label)
     checked: list[tuple[int, list[str]]] = []
 
     async def finish(pool: Any, run_episode: Any) -> None:

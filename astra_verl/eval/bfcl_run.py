@@ -1,9 +1,11 @@
 """Running BFCL multi-turn evaluations: rows, a resumable results file, the accuracy table.
 
-Results file (`<out>/results.jsonl`, one JSON object per line, append-only):
+Results file (`<out>/results.jsonl`): one `BfclResult` per line (`astra_verl.eval.results`: typed,
+versioned, one run per file, resumable):
 
     version        RESULTS_VERSION
     id, category   the BFCL entry
+    model          the evaluated model (`--model`; a replay's "ground-truth"): one per file
     status         "scored" (a verdict exists) | "error" (the episode could not run: endpoint down,
                    context overflow ...; the next run retries it)
     valid          BFCL's verdict (false for errors)
@@ -11,11 +13,12 @@ Results file (`<out>/results.jsonl`, one JSON object per line, append-only):
     error          for status "error": what went wrong
     episode        the EpisodeLog (calls, outputs, hook state): enough to re-score offline
     messages       the conversation (when kept)
-    usage, elapsed_s, model
+    usage, elapsed_s
 
 Resuming: entries whose last record is "scored" are skipped; the others run again and their
 new record is appended (the last record of an id wins). A line torn by a crash is cut off
-when the file is next opened for appending. Nothing is lost or counted twice.
+when the file is next opened for appending. Nothing is lost or counted twice. Another model's
+file is refused before the first entry.
 
 Accuracy: per category, valid / entries of the category (errors count as failures, as BFCL
 counts an inference error); Overall is the unweighted mean of the categories present, as in
@@ -30,14 +33,17 @@ from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from tqdm.auto import tqdm
 
 from astra_verl.benchmarks.bfcl_score import BfclVerdict, score_episode
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.eval import results
-from astra_verl.eval.results import ResultsFileError  # noqa: F401  - re-exported: BFCL callers catch it here
+from astra_verl.eval.results import (
+    ResultRecord,
+    ResultsFile,
+    ResultsFileError,  # noqa: F401  - re-exported: BFCL callers catch it here
+)
 from env_registry.families import bfcl
 from env_registry.families.bfcl import CATEGORIES, CATEGORY_LABELS, BfclEntry, BfclTarget
 from env_registry.store import EnvStore
@@ -84,43 +90,58 @@ def prepare(
 # -- results file ---------------------------------------------------------------------------
 
 
-class ResultsFile(results.ResultsFile):
-    """The resumable JSONL results of one BFCL evaluation run (see the module docstring)."""
+class BfclResult(ResultRecord):
+    """One line of a BFCL multi-turn results file (see the module docstring)."""
 
-    def __init__(self, path: str | Path):
-        super().__init__(path, RESULTS_VERSION)
+    section = "eval bfcl results record"
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("model",)
+
+    version: Literal[1] = RESULTS_VERSION
+    id: str
+    category: str
+    model: str
+    status: Literal["scored", "error"]
+    valid: bool
+    verdict: dict[str, Any] | None = None  # status "scored"
+    episode: dict[str, Any] | None = None  # status "scored": the EpisodeLog, to re-score offline
+    messages: list[Any] | None = None  # status "scored", unless --no-messages
+    usage: dict[str, Any] | None = None
+    elapsed_s: float | None = None
+    error: str | None = None  # status "error"
+
+
+def results_file(path: str | Path, model: str | None = None, *, option: str = "--out") -> ResultsFile[BfclResult]:
+    """The BFCL multi-turn results file at `path`; `model`: the run that appends (a file of another
+    model's is refused here), None to read it."""
+    return ResultsFile(path, BfclResult, run=None if model is None else {"model": model}, option=option)
 
 
 def scored_record(
     entry: BfclEntry, verdict: BfclVerdict, log: EpisodeLog, *, model: str, messages=None, usage=None, elapsed_s=0.0
-) -> dict[str, Any]:
-    record = {
-        "version": RESULTS_VERSION,
-        "id": entry.id,
-        "category": entry.category,
-        "model": model,
-        "status": "scored",
-        "valid": verdict.valid,
-        "verdict": verdict.to_dict(),
-        "episode": log.to_dict(),
-        "usage": usage or {},
-        "elapsed_s": round(elapsed_s, 3),
-    }
-    if messages is not None:
-        record["messages"] = messages
-    return record
+) -> BfclResult:
+    return BfclResult(
+        id=entry.id,
+        category=entry.category,
+        model=model,
+        status="scored",
+        valid=verdict.valid,
+        verdict=verdict.to_dict(),
+        episode=log.to_dict(),
+        messages=messages,
+        usage=usage or {},
+        elapsed_s=round(elapsed_s, 3),
+    )
 
 
-def error_record(entry: BfclEntry, error: BaseException, *, model: str) -> dict[str, Any]:
-    return {
-        "version": RESULTS_VERSION,
-        "id": entry.id,
-        "category": entry.category,
-        "model": model,
-        "status": "error",
-        "valid": False,
-        "error": f"{type(error).__name__}: {error}",
-    }
+def error_record(entry: BfclEntry, error: BaseException, *, model: str) -> BfclResult:
+    return BfclResult(
+        id=entry.id,
+        category=entry.category,
+        model=model,
+        status="error",
+        valid=False,
+        error=f"{type(error).__name__}: {error}",
+    )
 
 
 # -- running --------------------------------------------------------------------------------
@@ -130,7 +151,7 @@ async def evaluate(
     data: BfclSet,
     run_episode: Callable[[int], Awaitable[Any]],
     sandbox: Any,
-    results: ResultsFile,
+    results: ResultsFile[BfclResult],
     *,
     model: str,
     concurrency: int = 16,
@@ -218,10 +239,10 @@ class CategoryScore:
         return self.valid / self.entries if self.entries else 0.0
 
 
-def summarize(records: Iterable[dict[str, Any]], categories: Sequence[str] = CATEGORIES) -> list[CategoryScore]:
-    by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
+def summarize(records: Iterable[BfclResult], categories: Sequence[str] = CATEGORIES) -> list[CategoryScore]:
+    by_cat: dict[str, list[BfclResult]] = defaultdict(list)
     for r in records:
-        by_cat[r["category"]].append(r)
+        by_cat[r.category].append(r)
     out = []
     for c in categories:
         rs = by_cat.get(c, [])
@@ -229,16 +250,16 @@ def summarize(records: Iterable[dict[str, Any]], categories: Sequence[str] = CAT
             continue
         causes: Counter = Counter()
         for r in rs:
-            if r["status"] == "error":
-                causes["error: " + r["error"].split(":", 1)[0]] += 1
-            elif not r["valid"]:
-                causes[r["verdict"].get("error_type") or "unknown"] += 1
+            if r.status == "error":
+                causes["error: " + (r.error or "").split(":", 1)[0]] += 1
+            elif not r.valid:
+                causes[(r.verdict or {}).get("error_type") or "unknown"] += 1
         out.append(
             CategoryScore(
                 category=c,
                 entries=len(rs),
-                valid=sum(1 for r in rs if r["status"] == "scored" and r["valid"]),
-                errors=sum(1 for r in rs if r["status"] == "error"),
+                valid=sum(1 for r in rs if r.status == "scored" and r.valid),
+                errors=sum(1 for r in rs if r.status == "error"),
                 causes=causes,
             )
         )

@@ -34,13 +34,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 from tqdm.auto import tqdm
 
 from astra_foundation.errors import UserError
 from astra_foundation.sandbox.protocol import ErrorKind, Module, Program, Sandbox
-from astra_verl.eval import results
+from astra_verl.eval.results import ResultRecord, ResultsFile
 from env_registry.families.bfcl_package import bfcl_module
 
 RESULTS_VERSION = 1
@@ -78,8 +78,8 @@ class BfclSingleError(RuntimeError):
 
 
 class BfclSingleUserError(UserError):
-    """The entries asked for (--ids), the results file (--out) or the installed bfcl-eval data
-    cannot serve the run; the message says what to change."""
+    """The entries asked for (--ids) or the installed bfcl-eval data cannot serve the run; the
+    message says what to change (the results file's errors: `results.ResultsFileError`)."""
 
 
 @dataclass(frozen=True)
@@ -235,22 +235,32 @@ async def verdict(sandbox: Sandbox, entry: SingleEntry, style: str, result: Any)
     return {"valid": False, "error_type": f"astra:checker_{kind}", "error": out.message, "decoded": ""}
 
 
-class ResultsFile(results.ResultsFile):
-    """`<out>/results.jsonl` of one single-turn run (see `results.ResultsFile`)."""
+class SingleResult(ResultRecord):
+    """One line of `<out>/results.jsonl` of a single-turn run (`astra_verl.eval.results`: one model
+    and call style per file)."""
 
-    def __init__(self, path: str | Path):
-        super().__init__(path, RESULTS_VERSION)
+    section = "eval bfcl-single results record"
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("model", "style")
 
-    def check_run(self, style: str, model: str) -> None:
-        """Refuse to mix call styles or models in one results file (their verdicts are not comparable)."""
-        seen = {(r.get("style"), r.get("model")) for r in self.records.values()}
-        other = seen - {(style, model)}
-        if other:
-            s, m = sorted(other, key=str)[0]
-            raise BfclSingleUserError(
-                f"{self.path} holds results of model {m!r} in style {s!r}, not {model!r} in {style!r}; "
-                "pass another --out"
-            )
+    version: Literal[1] = RESULTS_VERSION
+    id: str
+    category: str
+    style: str
+    model: str
+    status: Literal["scored", "error"]
+    valid: bool
+    verdict: dict[str, Any] | None = None  # status "scored": BFCL's checker's (valid, error_type, error, decoded)
+    result: Any = None  # status "scored": the model result BFCL scores
+    usage: dict[str, Any] | None = None
+    elapsed_s: float | None = None
+    error: str | None = None  # status "error"
+
+
+def results_file(path: str | Path, style: str | None = None, model: str | None = None) -> ResultsFile[SingleResult]:
+    """The single-turn results file at `path`; `style` and `model`: the run that appends (a file of
+    another model's or style's is refused here: their verdicts are not comparable), None to read."""
+    run = None if model is None else {"model": model, "style": style}
+    return ResultsFile(path, SingleResult, run=run)
 
 
 # -- the run ------------------------------------------------------------------------------
@@ -263,14 +273,13 @@ class Run:
     entries: list[SingleEntry]
     ask: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], Any]
     sandbox: Sandbox
-    results: ResultsFile
+    results: ResultsFile[SingleResult]
     style: str
     model: str
     errors: tuple[type[BaseException], ...] = ()
 
-    def record(self, entry: SingleEntry, **fields: Any) -> dict[str, Any]:
-        base = {"version": RESULTS_VERSION, "id": entry.id, "category": entry.category}
-        return {**base, "style": self.style, "model": self.model, **fields}
+    def record(self, entry: SingleEntry, **fields: Any) -> SingleResult:
+        return SingleResult(id=entry.id, category=entry.category, style=self.style, model=self.model, **fields)
 
     async def one(self, entry: SingleEntry) -> bool:
         """Run and score one entry, append its record; True when it ran (an error record is False)."""

@@ -107,7 +107,7 @@ def report(results: Any, args: argparse.Namespace, out: Path, wall_s: float, ids
     from astra_verl.eval import bfcl_single_report as rep
     from astra_verl.eval.bfcl_single import category_size
 
-    records = [r for r in results.records.values() if r["id"] in ids]  # this run's selection only
+    records = [r for r in results.records.values() if r.id in ids]  # this run's selection only
     scores = rep.category_scores(records)
     aggs = rep.aggregates(scores, category_size)
     how = f"sample {args.sample}/category, seed {args.seed}" if args.sample else "all entries"
@@ -128,9 +128,7 @@ def _selection(args: argparse.Namespace, out: Path) -> tuple[list[Any], Any]:
 
     ids = [i.strip() for i in args.ids.split(",") if i.strip()] if args.ids else None
     entries = bs.load_entries(args.categories, ids=ids, limit=args.limit, sample=args.sample, seed=args.seed)
-    results = bs.ResultsFile(out / "results.jsonl")
-    results.check_run(args.style, model_name(args))
-    return entries, results
+    return entries, bs.results_file(out / "results.jsonl", args.style, model_name(args))
 
 
 @contextlib.asynccontextmanager

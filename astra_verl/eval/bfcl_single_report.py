@@ -21,10 +21,9 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from astra_verl.eval import plotting
-from astra_verl.eval.bfcl_single import CATEGORIES
+from astra_verl.eval.bfcl_single import CATEGORIES, SingleResult
 
 SIMPLE = ("simple_python", "simple_java", "simple_javascript")
 NON_LIVE_AST = ("simple", "multiple", "parallel", "parallel_multiple")
@@ -43,19 +42,19 @@ class Score:
     members: str = ""  # aggregates: "k/n categories" when some did not run
 
 
-def category_scores(records: Iterable[dict[str, Any]]) -> dict[str, Score]:
-    by_cat: dict[str, list[dict[str, Any]]] = {}
+def category_scores(records: Iterable[SingleResult]) -> dict[str, Score]:
+    by_cat: dict[str, list[SingleResult]] = {}
     for r in records:
-        by_cat.setdefault(r["category"], []).append(r)
+        by_cat.setdefault(r.category, []).append(r)
     out = {}
     for c in CATEGORIES:
         rs = by_cat.get(c)
         if not rs:
             continue
         n = len(rs)
-        valid = sum(1 for r in rs if r["status"] == "scored" and r["valid"])
+        valid = sum(1 for r in rs if r.status == "scored" and r.valid)
         p = valid / n
-        out[c] = Score(c, p, math.sqrt(p * (1 - p) / n), n, valid, sum(1 for r in rs if r["status"] == "error"))
+        out[c] = Score(c, p, math.sqrt(p * (1 - p) / n), n, valid, sum(1 for r in rs if r.status == "error"))
     return out
 
 
@@ -110,16 +109,16 @@ def format_table(scores: Mapping[str, Score], aggs: Sequence[Score], title: str)
     return "\n".join(lines)
 
 
-def format_causes(records: Iterable[dict[str, Any]]) -> str:
+def format_causes(records: Iterable[SingleResult]) -> str:
     causes: dict[str, dict[str, int]] = {}
     for r in records:
-        if r["status"] == "error":
-            kind = "error: " + r["error"].split(":", 1)[0]
-        elif not r["valid"]:
-            kind = r["verdict"].get("error_type") or "unknown"
+        if r.status == "error":
+            kind = "error: " + (r.error or "").split(":", 1)[0]
+        elif not r.valid:
+            kind = (r.verdict or {}).get("error_type") or "unknown"
         else:
             continue
-        row = causes.setdefault(r["category"], {})
+        row = causes.setdefault(r.category, {})
         row[kind] = row.get(kind, 0) + 1
     if not causes:
         return "no failures"

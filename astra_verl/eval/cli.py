@@ -232,14 +232,14 @@ def cmd_bfcl(args: argparse.Namespace) -> int:
     from astra_foundation.llm import LLMConfig, LLMFlags, LLMUnavailable, build_client, preflight
     from astra_foundation.sandbox import SandboxPool
     from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
-    from astra_verl.eval.bfcl_run import ResultsFile, evaluate, prepare
+    from astra_verl.eval.bfcl_run import evaluate, prepare, results_file
     from astra_verl.eval.chat_rollout import ChatRollout
 
     out = run_dir(args)
     llm = LLMConfig.from_args(args)
     preflight(llm, flags=LLMFlags())
+    results = results_file(out / "results.jsonl", args.model)  # another model's file: refused before any work
     data = prepare(out / "store", args.categories, ids=_ids(args), limit=args.limit)
-    results = ResultsFile(out / "results.jsonl")
     print(f"BFCL multi-turn: {len(data.entries)} entries, {llm.describe()}; run dir {out}", file=sys.stderr)
 
     async def main() -> dict[str, int]:
@@ -310,16 +310,24 @@ def cmd_score(args: argparse.Namespace) -> int:
     from astra_verl.benchmarks import bfcl_hook  # noqa: F401  - registers the hook
     from astra_verl.benchmarks.bfcl_score import score_episode
     from astra_verl.calls.call_log import EpisodeLog
-    from astra_verl.eval.bfcl_run import RESULTS_VERSION, ResultsFile, prepare
+    from astra_verl.eval.bfcl_run import prepare, results_file
 
     if not Path(args.results).is_file():
         raise UsageError(f"{args.results}: no such file; pass the results.jsonl a `bfcl` run wrote (in its --out)")
-    results = ResultsFile(args.results)
-    scored = [r for r in results.records.values() if r["status"] == "scored"]
+    results = results_file(args.results, option="RESULTS argument")
+    scored = [r for r in results.records.values() if r.status == "scored"]
     if not scored:
         raise UsageError(f"{args.results}: no scored episodes to re-score")
+    models = sorted({r.model for r in scored})
+    if args.output_file and len(models) > 1:  # written before one file held one run
+        raise UsageError(
+            f"{args.results} holds results of several models ({', '.join(models)}); --output-file holds one "
+            "model's: split the file by model first, or re-score without --output-file"
+        )
+    # the re-scored file is one run's too: a file of another model's is refused before the sandbox starts
+    out = results_file(args.output_file, models[0], option="--output-file") if args.output_file else None
     store = Path(args.store) if args.store else Path(args.results).parent / "store"
-    data = prepare(store, sorted({r["category"] for r in scored}, key=CATEGORIES.index), ids=[r["id"] for r in scored])
+    data = prepare(store, sorted({r.category for r in scored}, key=CATEGORIES.index), ids=[r.id for r in scored])
     targets = {t.id: t for t in data.targets}
     changed = 0
 
@@ -327,19 +335,19 @@ def cmd_score(args: argparse.Namespace) -> int:
         nonlocal changed
         async with SandboxPool(sandbox_config(args, 8)) as pool:
             for record in tqdm(scored, desc="re-score", unit="entry", disable=args.quiet):
-                log = EpisodeLog.from_dict(record["episode"])
-                verdict = await score_episode(pool, targets[record["id"]], log)
-                changed += verdict.valid != record["valid"]
-                record.update(valid=verdict.valid, verdict=verdict.to_dict(), version=RESULTS_VERSION)
+                log = EpisodeLog.from_dict(record.episode or {})
+                verdict = await score_episode(pool, targets[record.id], log)
+                changed += verdict.valid != record.valid
+                results.records[record.id] = record.model_copy(
+                    update={"valid": verdict.valid, "verdict": verdict.to_dict()}
+                )
 
     run_async(main())
-    models = sorted({r.get("model", "?") for r in scored})
     print(f"re-scored {len(scored)} episodes; {changed} verdicts changed", file=sys.stderr)
-    if args.output_file:
-        out = ResultsFile(args.output_file)
+    if out is not None:
         for record in results.records.values():
             out.append(record)
-    _report(results, [c for c in CATEGORIES if any(r["category"] == c for r in scored)], ",".join(models))
+    _report(results, [c for c in CATEGORIES if any(r.category == c for r in scored)], ",".join(models))
     return 0
 
 

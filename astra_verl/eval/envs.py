@@ -18,7 +18,8 @@ parameters are built as verl's agent-loop worker builds them.
 
 Results (`<out>/results.jsonl`, resumable: a rerun runs only what is not scored yet; see
 `astra_verl.eval.results`): one `EnvEpisode` per (row, sample) with the reward, its counts, the
-row's domain, scenario type and hop count, how the episode ended, and the decoded response.
+row's domain, scenario type and hop count, how the episode ended, and the decoded response. A
+file holds one policy at one temperature: another's is refused before the first episode.
 `envs_report` turns them into the table and the plot.
 """
 
@@ -30,7 +31,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import pandas as pd
 import torch
@@ -47,7 +48,7 @@ from astra_foundation.llm import LLMConfig, build_client
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.endpoint import EndpointServer
-from astra_verl.eval.results import ResultsFile
+from astra_verl.eval.results import ResultRecord, ResultsFile
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
 from astra_verl.rollout.context import RolloutContext
@@ -57,7 +58,6 @@ from env_registry.shape import shape_of
 from env_registry.store import EnvStore
 
 RESULTS_VERSION = 1
-RECORD_VERSION = 1
 
 
 class EnvEvalError(UserError, ValueError):
@@ -106,12 +106,13 @@ def checkpoint_name(path: str) -> str:
     return p.parent.name if p.name == "huggingface" else p.name
 
 
-class EnvEpisode(StrictModel):
-    """One scored episode (a line of the results file)."""
+class EnvEpisode(ResultRecord):
+    """One scored episode (a line of the results file; one policy and temperature per file)."""
 
     section = "eval envs results record"
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("policy", "temperature")
 
-    version: Literal[1] = RECORD_VERSION
+    version: Literal[1] = RESULTS_VERSION
     id: str  # "<row>:<sample>"
     status: Literal["scored"] = "scored"
     policy: str
@@ -139,6 +140,13 @@ class EnvEpisode(StrictModel):
     response: str  # the decoded response (tool observations included), as verl's validation dumps it
     response_sha: str
     elapsed_s: float
+
+
+def results_file(path: Path, policy: str | None = None, temperature: float | None = None) -> ResultsFile[EnvEpisode]:
+    """The run's results file at `path`; `policy` and `temperature`: the run that appends (a file of
+    another policy's or temperature's is refused here), None to read."""
+    run = None if policy is None else {"policy": policy, "temperature": temperature}
+    return ResultsFile(path, EnvEpisode, run=run)
 
 
 # -- rows --------------------------------------------------------------------------------------
@@ -297,7 +305,8 @@ class EnvEvaluation:
         self.facts = [row_facts(r, stores) for r in self.rows]
         self.params = sampling_params(self.config, cfg)
         self.reward = reward_manager(self.config, self.tokenizer)
-        self.results = ResultsFile(cfg.out / "results.jsonl", RESULTS_VERSION)
+        # another run's file is refused here, before the first episode
+        self.results = results_file(cfg.out / "results.jsonl", cfg.name, float(self.params["temperature"]))
         self.server = server
         self.context = RolloutContext()  # this run's sandbox pool and tool caches, as a verl worker's
         self.progress = progress
@@ -356,7 +365,7 @@ class EnvEvaluation:
     async def _run(self, todo: Sequence[tuple[int, int]], on_done: Callable[[EnvEpisode], None]) -> None:
         await fan_out(todo, self.episode, on_done, concurrency=self.cfg.concurrency, owner=self)
 
-    def run(self) -> ResultsFile:
+    def run(self) -> ResultsFile[EnvEpisode]:
         """Run what is left; any failure propagates after the finished episodes are written."""
         torch.manual_seed(self.cfg.seed)
         todo = self.todo()
@@ -364,7 +373,7 @@ class EnvEvaluation:
         total = {"reward": 0.0, "n": 0}
 
         def on_done(record: EnvEpisode) -> None:
-            self.results.append(record.model_dump(mode="json"))
+            self.results.append(record)
             total["reward"] += record.reward
             total["n"] += 1
             bar.update(1)
@@ -378,7 +387,7 @@ class EnvEvaluation:
 
     def records(self) -> list[EnvEpisode]:
         keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
-        return [EnvEpisode.model_validate(r) for key, r in self.results.records.items() if key in keys]
+        return [r for key, r in self.results.records.items() if key in keys]
 
 
 def write_manifest(cfg: EnvEvalConfig, evaluation: EnvEvaluation, seconds: float) -> Path:

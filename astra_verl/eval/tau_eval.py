@@ -6,9 +6,10 @@ recipe's config, a local checkpoint served by `hf_cpu`, or an OpenAI-compatible 
 the `tau_user` hook (an LLM user over `--user-base-url/--user-model`, τ-bench's default user
 strategy; or `--user scripted` for dry runs), scored by `astra_tau` (`tau_reward.score_episode`).
 
-Results (`<out>/results.jsonl`) are resumable like `eval envs`': a rerun runs only the (task,
-sample) pairs not scored yet. pass^k (τ-bench's): the mean over tasks of C(c, k) / C(n, k), c the
-task's successes (reward 1) among its n samples, for k = 1..n.
+Results (`<out>/results.jsonl`, `tau_report.TauResult` lines) are resumable like `eval envs`': a
+rerun runs only the (task, sample) pairs not scored yet; a file holds one policy on one domain and
+split (another's is refused before the first episode). pass^k (τ-bench's): the mean over tasks of
+C(c, k) / C(n, k), c the task's successes (reward 1) among its n samples, for k = 1..n.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from astra_verl.eval.envs import (
     sampling_params,
     trainer_config,
 )
-from astra_verl.eval.results import ResultsFile
+from astra_verl.eval.results import ResultsFileError
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import make_loop
 from env_registry.families import tau, tau_rows
@@ -150,7 +151,8 @@ class TauEvaluation:
         self.prompt_tokens = tau_preflight.check(cfg, self.config, self.tokenizer, model_config) if preflight else None
         self.rows = load_rows(rows_path(cfg), cfg.limit)
         self.params = sampling_params(self.config, env_cfg)
-        self.results = ResultsFile(cfg.out / "results.jsonl", RESULTS_VERSION)
+        # another run's file is refused here, before the first episode
+        self.results = tau_report.results_file(cfg.out / "results.jsonl", cfg.name, f"{cfg.domain}/{cfg.split}")
         self.server = server
         self.context = RolloutContext()
         self.progress = progress
@@ -187,9 +189,10 @@ class TauEvaluation:
         bar = tqdm(total=len(todo), desc=f"eval tau {self.cfg.domain}", unit="episode", disable=not self.progress)
         passed = {"reward": 0.0, "n": 0}
 
-        def on_done(record: dict[str, Any]) -> None:
+        def on_done(line: dict[str, Any]) -> None:
+            record = tau_report.TauResult(**line)
             self.results.append(record)
-            passed["reward"] += record["reward"] == 1.0
+            passed["reward"] += record.reward == 1.0
             passed["n"] += 1
             bar.update(1)
             bar.set_postfix(passed=f"{passed['reward']:.0f}/{passed['n']}")
@@ -200,7 +203,7 @@ class TauEvaluation:
         finally:
             bar.close()
         keys = {f"{i}:{k}" for i in range(len(self.rows)) for k in range(self.cfg.n)}
-        return tau_report.read_results(r for key, r in self.results.records.items() if key in keys)
+        return [r for key, r in self.results.records.items() if key in keys]
 
 
 def report(cfg: TauEvalConfig, records: list[tau_report.TauResult]) -> tuple[str, Path]:
@@ -268,9 +271,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise UsageError(f"eval tau-report: {path}: no such file; pass `eval tau` run directories")
         try:
-            records += tau_report.read_results(ResultsFile(path, RESULTS_VERSION).records.values())
-        except tau_report.ReportError as exc:
-            raise UsageError(f"eval tau-report: {path}: {exc}") from None
+            records += tau_report.results_file(path, option="run directory").records.values()
+        except ResultsFileError as exc:  # it names the file and the line
+            raise UsageError(f"eval tau-report: {exc}") from None
     scores = tau_report.summarize(records)
     title = args.title or f"τ-bench: {', '.join(sorted({r.policy for r in records}))}"
     print(tau_report.format_table(scores, title))

@@ -24,19 +24,20 @@ from math import comb
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
 from astra_foundation.errors import UserError
-from astra_foundation.strict import RecordModel, describe
+from astra_foundation.strict import SettingsError
 from astra_verl.eval import plotting
+from astra_verl.eval.results import ResultRecord, ResultsFile
 
 RESULTS_VERSION = 1
 
 
-class TauResult(RecordModel):
+class TauResult(ResultRecord):
     """One scored episode of `eval tau`, a line of its `results.jsonl` (written by the run, read back
     by the table): the run's identity of the episode, τ-bench's reward and its parts, and how the
-    episode ended."""
+    episode ended. A file holds one policy on one domain and split (`run_key`)."""
+
+    section = "eval tau results record"
 
     id: str  # "<task index>:<sample>" within the run
     version: Literal[1] = RESULTS_VERSION
@@ -56,21 +57,36 @@ class TauResult(RecordModel):
     terminated_by: str  # the agent loop's (max_turns, max_length, hook, ...)
     elapsed_s: float
 
+    def run_key(self) -> dict[str, Any]:
+        # the task's domain/split: the ids ("<index>:<sample>") of two domains' runs would collide
+        return {"policy": self.policy, "tasks": group_of(self)}
+
+
+def results_file(path: Path, policy: str | None = None, tasks: str | None = None, *, option: str = "--out"):
+    """An `eval tau` results file at `path`; `policy` and `tasks` ("<domain>/<split>"): the run that
+    appends (a file of another policy's or domain's is refused here), None to read."""
+    run = None if policy is None else {"policy": policy, "tasks": tasks}
+    return ResultsFile(path, TauResult, run=run, option=option)
+
 
 class ReportError(UserError):
     """A results record that is not a `TauResult` (not written by `eval tau`, or by an older one):
     the message names the record and says to rerun into a fresh --out."""
 
 
-def read_results(records: Iterable[dict[str, Any]]) -> list[TauResult]:
-    """The records as `TauResult`s; the first that is not one is named with what is wrong."""
+def read_results(records: Iterable[dict[str, Any] | TauResult]) -> list[TauResult]:
+    """The records as `TauResult`s (a `ResultsFile` of them reads its lines as such already); the
+    first that is not one is named with what is wrong."""
     out = []
     for r in records:
+        if isinstance(r, TauResult):
+            out.append(r)
+            continue
         try:
-            out.append(TauResult.model_validate(r))
-        except ValidationError as exc:
+            out.append(TauResult(**r))
+        except SettingsError as exc:
             where = f"results record {r.get('id', '?')} (task {r.get('task', '?')})"
-            raise ReportError(f"{describe(exc, where, TauResult)}; rerun `eval tau` into a fresh --out") from None
+            raise ReportError(f"{where}: {exc}; rerun `eval tau` into a fresh --out") from None
     return out
 
 

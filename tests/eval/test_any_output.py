@@ -29,8 +29,8 @@ from astra_foundation.llm.http import _classify
 from astra_foundation.llm.types import Completion, LLMUnavailable, TokenCompletion, ToolCall, TransientError, json_text
 from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from astra_verl.eval.bfcl_run import BfclResult, results_file
 from astra_verl.eval.chat_rollout import parsed_call
-from astra_verl.eval.results import ResultsFile
 from astra_verl.rollout.call_parsing import BfclQwenCalls, HermesCalls, ParsedCall
 from env_registry.call_check import CallStatus
 
@@ -66,11 +66,14 @@ def written_and_read_back(tmp_path, records: list[CallRecord], extra) -> None:
     log = EpisodeLog(env_id="e", calls=records)
     path = tmp_path / "results.jsonl"
     path.unlink(missing_ok=True)
-    ResultsFile(path, 1).append({"version": 1, "id": "a", "status": "scored", "episode": log.to_dict(), "x": extra})
-    back = ResultsFile(path, 1).records["a"]
-    assert back["episode"] == json.loads(json_text(log.to_dict()))
-    assert back["x"] == json.loads(json_text(extra))
-    EpisodeLog.from_dict(back["episode"])  # `bfcl-score` re-scores from it
+    record = BfclResult(
+        id="a", category="base", model="m", status="scored", valid=False, episode=log.to_dict(), messages=[extra]
+    )
+    results_file(path, "m").append(record)
+    back = results_file(path).records["a"]
+    assert back.episode == json.loads(json_text(log.to_dict()))
+    assert back.messages == [json.loads(json_text(extra))]
+    EpisodeLog.from_dict(back.episode)  # `bfcl-score` re-scores from it
 
 
 # -- the FC path ----------------------------------------------------------------------------------

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections import Counter
 
@@ -11,7 +10,7 @@ import pytest
 
 from astra_foundation.llm.fake_server import FakeOpenAIServer, FakeReply, chat_reply
 from astra_verl.eval import bfcl_replay, cli
-from astra_verl.eval.bfcl_run import ResultsFile, ResultsFileError, format_table, overall, summarize
+from astra_verl.eval.bfcl_run import BfclResult, format_table, overall, results_file, summarize
 
 IDS = ["multi_turn_base_1", "multi_turn_miss_func_0"]
 
@@ -63,13 +62,13 @@ def test_cli_evaluates_an_endpoint_resumes_and_reports(tmp_path, plans, capsys):
     argv += ["--concurrency", "2", "--retries", "0", "--categories", "base,miss_func", "--sandbox-workers", "1"]
     try:
         assert cli.main(argv) == 1  # one entry could not run: reported, exit status 1
-        results = ResultsFile(tmp_path / "results.jsonl")
-        status = {r["id"]: r["status"] for r in results.records.values()}
+        results = results_file(tmp_path / "results.jsonl")
+        status = {r.id: r.status for r in results.records.values()}
         assert status == {"multi_turn_base_1": "error", "multi_turn_miss_func_0": "scored"}
-        assert "400" in results.records["multi_turn_base_1"]["error"]
-        assert results.records["multi_turn_miss_func_0"]["valid"] is True
+        assert "400" in results.records["multi_turn_base_1"].error
+        assert results.records["multi_turn_miss_func_0"].valid is True
         # FC mode: the hold-out turn grew the request's tool list and sent BFCL's FC sentence only
-        messages = results.records["multi_turn_miss_func_0"]["messages"]
+        messages = results.records["multi_turn_miss_func_0"].messages
         assert "I have updated some more functions you can choose from. What about now?" in [
             m["content"] for m in messages if m["role"] == "user"
         ]
@@ -80,8 +79,8 @@ def test_cli_evaluates_an_endpoint_resumes_and_reports(tmp_path, plans, capsys):
         assert {q: n - before.get(q, 0) for q, n in server.requests.items() if n - before.get(q, 0)} == {
             first_question: server.requests[first_question] - before[first_question]
         }
-        results = ResultsFile(tmp_path / "results.jsonl")
-        assert all(r["valid"] for r in results.records.values())
+        results = results_file(tmp_path / "results.jsonl")
+        assert all(r.valid for r in results.records.values())
     finally:
         server.close()
     out = capsys.readouterr().out
@@ -90,23 +89,12 @@ def test_cli_evaluates_an_endpoint_resumes_and_reports(tmp_path, plans, capsys):
     assert "re-scored 2 episodes; 0 verdicts changed" in capsys.readouterr().err
 
 
-def test_results_file_cuts_a_torn_line_and_refuses_garbage(tmp_path):
-    path = tmp_path / "results.jsonl"
-    good = {"version": 1, "id": "a", "category": "base", "status": "scored", "valid": True, "verdict": {}}
-    path.write_text(json.dumps(good) + "\n" + '{"version": 1, "id": "b", "sta')
-    results = ResultsFile(path)
-    assert list(results.records) == ["a"] and results.done("a") and not results.done("b")
-    results.append({**good, "id": "b"})
-    assert [json.loads(line)["id"] for line in path.read_text().splitlines()] == ["a", "b"]
-    path.write_text("not json\n" + json.dumps(good) + "\n")
-    with pytest.raises(ResultsFileError, match="line 1"):
-        ResultsFile(path)
-
-
 def test_table_has_the_papers_columns_and_overall_is_the_category_mean():
     def rec(i, cat, valid, status="scored"):
-        r = {"id": f"{cat}{i}", "category": cat, "status": status, "valid": valid, "verdict": {"error_type": "x"}}
-        return {**r, "error": "LLMUnavailable: down"} if status == "error" else r
+        r = {"id": f"{cat}{i}", "category": cat, "model": "m", "status": status, "valid": valid}
+        if status == "error":
+            return BfclResult(**r, error="LLMUnavailable: down")
+        return BfclResult(**r, verdict={"error_type": "x"})
 
     records = [rec(i, "base", i < 3) for i in range(4)] + [
         rec(0, "long_context", True),
@@ -154,19 +142,17 @@ def test_replies_that_aborted_runs_are_scored_and_a_cached_run_resumes(tmp_path,
     argv += ["--concurrency", "2", "--retries", "0", "--categories", "base,miss_func", "--sandbox-workers", "1"]
     try:
         assert cli.main(argv) == 0  # every entry scored, none aborted the run
-        results = ResultsFile(tmp_path / "results.jsonl")
-        assert {r["status"] for r in results.records.values()} == {"scored"}
+        results = results_file(tmp_path / "results.jsonl")
+        assert {r.status for r in results.records.values()} == {"scored"}
         # BFCL drops each step with calls (one argument string does not decode): no entry is valid
-        assert not any(r["valid"] for r in results.records.values())
-        calls = [c for r in results.records.values() for c in r["episode"]["calls"]]
+        assert not any(r.valid for r in results.records.values())
+        calls = [c for r in results.records.values() for c in r.episode["calls"]]
         assert {"content": "\ud83d", "file_name": "x"} in [c["arguments"] for c in calls]  # written, read back
         requests = sum(server.requests.values())
         (tmp_path / "results.jsonl").unlink()  # the run again, every reply from the cache
         assert cli.main(argv) == 0
         assert sum(server.requests.values()) == requests  # nothing asked twice: the cache replayed it
-        again = ResultsFile(tmp_path / "results.jsonl")
-        assert {k: r["verdict"] for k, r in again.records.items()} == {
-            k: r["verdict"] for k, r in results.records.items()
-        }
+        again = results_file(tmp_path / "results.jsonl")
+        assert {k: r.verdict for k, r in again.records.items()} == {k: r.verdict for k, r in results.records.items()}
     finally:
         server.close()

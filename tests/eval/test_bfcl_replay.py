@@ -37,8 +37,8 @@ def test_replaying_the_ground_truth_passes_and_a_broken_sequence_fails(tmp_path,
     ids = bfcl_sample.ids
     good = run_replay(tmp_path / "gt", ids=ids, categories=_categories(), sandbox=bfcl_sandbox_config, progress=False)
     records = list(good.results.records.values())
-    assert len(records) == len(ids) and all(r["valid"] for r in records), [
-        (r["id"], r["verdict"]) for r in records if not r["valid"]
+    assert len(records) == len(ids) and all(r.valid for r in records), [
+        (r.id, r.verdict) for r in records if not r.valid
     ]
     compared, mismatches = good.observations
     assert compared > 30 and mismatches == []  # every observation is what BFCL's executor returns
@@ -51,7 +51,7 @@ def test_replaying_the_ground_truth_passes_and_a_broken_sequence_fails(tmp_path,
         observations=False,
         progress=False,
     )
-    assert not any(r["valid"] for r in bad.results.records.values())
+    assert not any(r.valid for r in bad.results.records.values())
 
 
 def _categories():

@@ -58,7 +58,7 @@ async def _ours(tmp_path: Path, truth_sets: dict, cases: list, by_id: dict) -> t
             async def ask(messages, tools, answers=answers):
                 return _completion(answers[messages[-1]["content"]])
 
-            results = bs.ResultsFile(tmp_path / f"{style}.jsonl")
+            results = bs.results_file(tmp_path / f"{style}.jsonl", style, "truth")
             run = bs.Run(entries, ask, pool, results, style, "truth")
             await run.run(concurrency=4, progress=False)
             records[style] = results.records
@@ -105,7 +105,7 @@ def test_ground_truth_of_every_category_scores_100_percent_in_both_styles(outcom
     for style, entries in outcome.truth_sets.items():
         recs = outcome.records[style]
         assert {e.category for e in entries} == set(bs.CATEGORIES if style == "fc" else PROMPTING)
-        failed = {i: r["verdict"] for i, r in recs.items() if not r["valid"]}
+        failed = {i: r.verdict for i, r in recs.items() if not r.valid}
         assert len(recs) == len(entries) and not failed, failed
         scores = rep.category_scores(recs.values())
         assert all(s.accuracy == 1.0 for s in scores.values())
@@ -114,7 +114,7 @@ def test_ground_truth_of_every_category_scores_100_percent_in_both_styles(outcom
 def test_every_case_gets_the_verdict_bfcl_gets(outcome):
     direct = {v["name"]: v for v in outcome.direct["verdicts"]}
     ours = [
-        (f"truth {style} {e.id}", outcome.records[style][e.id]["verdict"])
+        (f"truth {style} {e.id}", outcome.records[style][e.id].verdict)
         for style, entries in outcome.truth_sets.items()
         for e in entries
     ] + [(name, v) for (name, *_), v in zip(outcome.cases, outcome.verdicts, strict=True)]

@@ -67,9 +67,9 @@ def test_cli_runs_scores_resumes_and_prints_bfcls_table(tmp_path, capsys, style,
     with serve_in_thread(model, models=["fake"]) as url:
         assert cli.main(_argv(url, tmp_path, style)) == 1  # one entry could not run: exit status 1
         first = capsys.readouterr().out
-        results = bs.ResultsFile(tmp_path / "results.jsonl")
-        assert results.records["parallel_1"]["status"] == "error" and "400" in results.records["parallel_1"]["error"]
-        assert {i for i, r in results.records.items() if r["status"] == "scored" and not r["valid"]} == model.wrong
+        results = bs.results_file(tmp_path / "results.jsonl")
+        assert results.records["parallel_1"].status == "error" and "400" in results.records["parallel_1"].error
+        assert {i for i, r in results.records.items() if r.status == "scored" and not r.valid} == model.wrong
         assert "| parallel | 50.00 | 35.36 | 1/2 (1 err) |" in first
 
         model.down = set()
@@ -101,7 +101,9 @@ def test_a_results_file_of_another_style_is_refused(tmp_path, capsys, checker):
     entries = bs.load_entries(["simple_python"], limit=1)
     with serve_in_thread(Model("prompting", entries), models=["fake"]) as url:
         assert cli.main(_argv(url, tmp_path, "prompting")) == 2
-    assert "holds results of model 'fake' in style 'fc'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{path} holds results of model 'fake', style 'fc' (line 1), not of model 'fake', style 'prompting'" in err
+    assert f"pass another --out or delete {path}" in err
 
 
 def test_sample_is_seeded_per_category_and_categories_accept_groups():
@@ -139,10 +141,10 @@ def test_cli_runs_a_local_checkpoint_without_a_server(tmp_path, tiny_model_dir, 
     argv = ["bfcl-single", "--model-path", str(tiny_model_dir), "--categories", "simple_python,irrelevance",
             "--limit", "1", "--max-tokens", "8", "--out", str(tmp_path), "--sandbox-workers", "1", "-q"]  # fmt: skip
     assert cli.main(argv) == 0
-    results = bs.ResultsFile(tmp_path / "results.jsonl")
+    results = bs.results_file(tmp_path / "results.jsonl")
     assert sorted(results.records) == ["irrelevance_0", "simple_python_0"]
-    assert {r["status"] for r in results.records.values()} == {"scored"}
-    assert {r["model"] for r in results.records.values()} == {tiny_model_dir.resolve().name}
+    assert {r.status for r in results.records.values()} == {"scored"}
+    assert {r.model for r in results.records.values()} == {tiny_model_dir.resolve().name}
     out = capsys.readouterr().out
     assert "| simple_python |" in out and "| irrelevance |" in out
 

@@ -14,6 +14,7 @@ from astra_foundation.llm.fake_server import FakeOpenAIServer, FakeReply
 from astra_foundation.strict import SettingsError
 from astra_verl.eval.envs import EnvEpisode, EnvEvalConfig, EnvEvaluation, checkpoint_name
 from astra_verl.eval.envs_report import format_table, mean_se, summarize
+from astra_verl.eval.results import ResultsFileError
 from astra_verl.rollout.testing import ScriptedServer
 from env_registry.answer_channel import final_message
 from env_registry.export import ExportConfig, export_rows, write_export
@@ -75,12 +76,14 @@ def test_a_run_resumes_where_it_stopped(tmp_path, rows, tiny_model_dir):
     first = EnvEvaluation(config(limit=2), progress=False)
     first.run()
     assert sorted(first.results.records) == ["0:0", "1:0"]
-    assert all(r["terminated_by"] for r in first.results.records.values())
+    assert all(r.terminated_by for r in first.results.records.values())
     again = EnvEvaluation(config(), progress=False)
     assert again.todo() == [(2, 0)]  # only the row not scored yet
     again.run()
     assert sorted(r.id for r in again.records()) == ["0:0", "1:0", "2:0"]
     assert {r.env_id for r in again.records()} == {r["env_id"] for r in again.facts}
+    with pytest.raises(ResultsFileError, match=r"holds results of policy .* not of policy 'other'"):
+        EnvEvaluation(config(label="other"), progress=False)  # another policy's episodes: refused before any
 
 
 class TokenEndpoint:

@@ -14,7 +14,7 @@ import pytest
 
 from astra_foundation.llm.fake_server import FakeReply, chat_reply, serve_in_thread
 from astra_verl.eval import cli
-from astra_verl.eval.bfcl_run import ResultsFile, evaluate
+from astra_verl.eval.bfcl_run import evaluate, results_file
 
 
 def test_a_model_the_server_does_not_serve_stops_before_any_entry(tmp_path, capsys):
@@ -113,7 +113,7 @@ async def test_cancelling_an_evaluation_stops_every_episode_before_it_returns(tm
         await asyncio.sleep(60)
 
     data = SimpleNamespace(entries=[SimpleNamespace(id=f"e{i}") for i in range(3)], targets=[None] * 3)
-    results = ResultsFile(tmp_path / "results.jsonl")
+    results = results_file(tmp_path / "results.jsonl", "m")
     task = asyncio.create_task(evaluate(data, episode, None, results, model="m", concurrency=3, progress=False))
     await started.wait()
     task.cancel()

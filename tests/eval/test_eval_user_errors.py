@@ -13,6 +13,7 @@ import pytest
 from testkit import require
 
 from astra_foundation.errors import UserError
+from astra_verl.eval.results import ResultsFileError
 
 
 def _bfcl_single():
@@ -74,10 +75,11 @@ def test_bfcl_single_unknown_ids_are_a_user_error_and_a_bug_keeps_its_traceback(
 
 def test_bfcl_single_results_of_another_model_are_a_user_error(tmp_path):
     bs = _bfcl_single()
-    results = bs.ResultsFile(tmp_path / "results.jsonl")
-    results.append({"version": bs.RESULTS_VERSION, "id": "simple_python_0", "style": "fc", "model": "a"})
-    with pytest.raises(bs.BfclSingleUserError, match="pass another --out") as e:
-        bs.ResultsFile(tmp_path / "results.jsonl").check_run("fc", "b")
+    record = bs.SingleResult(id="simple_python_0", category="simple_python", style="fc", model="a", status="error",
+                             valid=False, error="X: down")  # fmt: skip
+    bs.results_file(tmp_path / "results.jsonl", "fc", "a").append(record)
+    with pytest.raises(ResultsFileError, match="pass another --out") as e:
+        bs.results_file(tmp_path / "results.jsonl", "fc", "b")
     assert isinstance(e.value, UserError)
     assert not issubclass(bs.BfclSingleError, UserError)  # the checker's pool misconfigured: a bug
 

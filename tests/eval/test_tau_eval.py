@@ -15,6 +15,7 @@ from astra_foundation.llm import PreflightError
 from astra_foundation.llm.fake_server import chat_reply, serve_in_thread
 from astra_foundation.strict import SettingsError
 from astra_verl.eval import cli, tau_report
+from astra_verl.eval.results import ResultsFileError
 from astra_verl.eval.tau_eval import TauEvalConfig, TauEvaluation, report
 from astra_verl.eval.tau_preflight import check_fit, served_context
 from astra_verl.eval.tau_report import pass_hat_k
@@ -77,6 +78,8 @@ def test_a_run_scores_gold_policies_and_resumes(tmp_path, tiny_model_dir, tiny_t
     assert (tmp_path / "table.txt").read_text() == table + "\n"
     again = TauEvaluation(cfg, progress=False)
     assert again.todo() == [] and len(again.run()) == 2  # resumed: nothing left to run
+    with pytest.raises(ResultsFileError, match=r"holds results of policy .* not of policy 'other'"):
+        TauEvaluation(cfg.model_copy(update={"label": "other"}), progress=False)  # another policy's episodes
 
 
 # -- preflight -------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from astra_verl.eval.envs import RESULTS_VERSION
+from astra_verl.eval.envs import EnvEpisode
 from astra_verl.eval.results import ResultsFile
 
 LIMITS = ["data.max_prompt_length=1536", "data.max_response_length=256"]
@@ -55,14 +55,14 @@ def test_greedy_eval_reproduces_main_ppo_validation_row_by_row(tmp_path, procedu
     verl_rows = validation_dump(tmp_path, trainer_process, data, model)
     proc = trainer_process(eval_envs(data, model, tmp_path / "eval"), cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    ours = ResultsFile(tmp_path / "eval" / "results.jsonl", RESULTS_VERSION).records
+    ours = ResultsFile(tmp_path / "eval" / "results.jsonl", EnvEpisode).records
     rows = by_ground_truth(data)
     assert len(verl_rows) == len(rows) == len(ours)
     for v in verl_rows:
         mine = ours[f"{rows[v['gts']]}:0"]
-        assert mine["response"] == v["output"], (mine["response"][:300], v["output"][:300])
-        assert mine["reward"] == pytest.approx(v["score"], abs=1e-6)
-        assert (mine["f1"], mine["calls"], mine["turns"]) == (v["f1"], v["calls"], v["turns"])
+        assert mine.response == v["output"], (mine.response[:300], v["output"][:300])
+        assert mine.reward == pytest.approx(v["score"], abs=1e-6)
+        assert (mine.f1, mine.calls, mine.turns) == (v["f1"], v["calls"], v["turns"])
     assert any(v["score"] > 0 for v in verl_rows)  # the comparison covers scored tool use, not only zeros
     assert "F1" in proc.stdout and (tmp_path / "eval" / "envs.png").stat().st_size > 0
 
@@ -80,10 +80,10 @@ def test_sampled_eval_agrees_with_sampled_validation_within_noise(tmp_path, proc
         eval_envs(data, model, tmp_path / "eval", "--temperature", str(temperature), "--n", str(n)), cwd=tmp_path
     )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
-    ours = list(ResultsFile(tmp_path / "eval" / "results.jsonl", RESULTS_VERSION).records.values())
+    ours = list(ResultsFile(tmp_path / "eval" / "results.jsonl", EnvEpisode).records.values())
     assert len(ours) == len(verl_rows)
     theirs = [v["score"] for v in verl_rows]
-    mine = [r["reward"] for r in ours]
+    mine = [r.reward for r in ours]
     mean_v, mean_m = sum(theirs) / len(theirs), sum(mine) / len(mine)
     # A two-sample z-test of "same mean": under that hypothesis both sides estimate one variance, so it
     # is pooled around the pooled mean. Each side's own variance around its own mean is not: a side that
