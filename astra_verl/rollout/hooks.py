@@ -22,8 +22,9 @@ new session would lose the episode's state. Calling a tool before it is added is
 A hook instance serves one episode (fresh state per rollout). The row picks it by
 `extra_info.interaction_kwargs.name` (default: `astra.rollout.default_hook`); the rest of
 `interaction_kwargs` is the hook's configuration. Register new hooks with `@register_hook`.
-Interactions written for verl <= 0.7 (`BaseInteraction`) run unchanged through the adapter in
-`astra_verl.rollout.verl_interaction`, configured by `astra.rollout.interaction_config_path`;
+Interactions written for verl <= 0.7 (`BaseInteraction`) run through the adapter in
+`astra_verl.rollout.verl_interaction` once their base-class import names that module (verl 0.9.1
+has no `verl.interactions`), configured by `astra.rollout.interaction_config_path`;
 `astra_verl.rollout.episode_hook.create_hook` picks an episode's hook among both.
 """
 
