@@ -214,18 +214,17 @@ def multi_turn(url: str, name: str, ids: list[str], out: Path, args: argparse.Na
         raise RuntimeError(f"bfcl exited {code}; log: {out.parent / f'{out.name}.log'}")
 
 
-def valid_by_category(path: Path, ids: set[str] | None = None) -> dict[str, dict[str, float]]:
-    """A results.jsonl of `eval bfcl-single` or `eval bfcl`: category -> {id -> 1.0 valid, else 0.0};
-    the last record of an id wins (a rerun appends); an error record is a failure."""
-    last: dict[str, dict] = {}
-    for line in path.read_text().splitlines() if path.exists() else []:
-        if line.strip():
-            r = json.loads(line)
-            if "id" in r and (ids is None or r["id"] in ids):
-                last[r["id"]] = r
+def valid_by_category(path: Path, record_type: type, ids: set[str] | None = None) -> dict[str, dict[str, float]]:
+    """A results file of `eval bfcl-single` (`SingleResult`) or `eval bfcl` (`BfclResult`), read as
+    the evaluation reads it (`astra_verl.eval.results`: the last record of an id wins, a rerun
+    appends): category -> {id -> 1.0 valid, else 0.0}; an error record is a failure."""
+    from astra_verl.eval.results import ResultsFile
+
+    records = ResultsFile(path, record_type).records.values() if path.exists() else ()
     out: dict[str, dict[str, float]] = {}
-    for r in last.values():
-        out.setdefault(r["category"], {})[r["id"]] = 1.0 if r.get("status") == "scored" and r.get("valid") else 0.0
+    for r in records:
+        if ids is None or r.id in ids:
+            out.setdefault(r.category, {})[r.id] = 1.0 if r.status == "scored" and r.valid else 0.0
     return out
 
 
@@ -237,6 +236,9 @@ def measure(
 ) -> dict:
     """Every measurement of one model: {"bfcl": {style: category -> id -> score}, "multi": ...,
     "heldout": split -> env -> F1, "seconds": {stage: (s, reused)}}."""
+    from astra_verl.eval.bfcl_run import BfclResult
+    from astra_verl.eval.bfcl_single import SingleResult
+
     seconds: dict[str, tuple[float, bool]] = {}
     tag = f"n{args.per_category}_seed{args.seed}"  # another sample is another run folder
     single = {s: out / "bfcl_single" / f"{label}_{s}_{tag}" for s in args.styles}
@@ -258,8 +260,8 @@ def measure(
     if mt_ids:
         seconds.setdefault("bfcl_multi", (float((multi / "bench.seconds").read_text()), True))
     result = {
-        "bfcl": {s: valid_by_category(single[s] / "results.jsonl", st_ids) for s in args.styles},
-        "multi": valid_by_category(multi / "results.jsonl", set(mt_ids)) if mt_ids else {},
+        "bfcl": {s: valid_by_category(single[s] / "results.jsonl", SingleResult, st_ids) for s in args.styles},
+        "multi": valid_by_category(multi / "results.jsonl", BfclResult, set(mt_ids)) if mt_ids else {},
         "heldout": {},
     }
     if data:

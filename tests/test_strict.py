@@ -12,7 +12,11 @@ import pytest
 from astra_foundation.sandbox import SandboxConfig
 from astra_foundation.strict import RecordModel, SettingsError, StrictModel
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
+from astra_verl.eval.bfcl_run import BfclResult
+from astra_verl.eval.bfcl_single import SingleResult
 from astra_verl.eval.chat_rollout import ChatEpisode
+from astra_verl.eval.envs import EnvEpisode
+from astra_verl.eval.tau_report import TauResult
 from astra_verl.platform.hf_rollout import HFRolloutOptions
 from astra_verl.reward.managers import RewardSettings
 from astra_verl.rollout.agent_loop import LoopEpisode
@@ -24,6 +28,7 @@ from data_synth.traj.config import TrajConfig
 from env_registry.episode_driver import EpisodeLimits
 from env_registry.export import ExportConfig
 from env_registry.rows import RowInfo, ToolRef
+from env_registry.sft_record import SFTRecord
 
 SECTIONS = [
     SandboxConfig,
@@ -36,7 +41,8 @@ SECTIONS = [
     ExportConfig,
     EpisodeLimits,
 ]
-RECORDS = [EpisodeLog, CallRecord, RowInfo, ToolRef, RolloutSettings]
+# one strict record per boundary: episode logs, RL rows, SFT rows, each evaluation's results line
+RECORDS = [EpisodeLog, CallRecord, RowInfo, ToolRef, RolloutSettings, SFTRecord, BfclResult, SingleResult, EnvEpisode, TauResult]
 
 
 @pytest.mark.parametrize("model", SECTIONS + RECORDS, ids=lambda m: m.__name__)

@@ -54,7 +54,7 @@ def test_aggregates_match_the_single_turn_report_and_bfcl_formulas():
     sft = {c: (i * 3) % 5 % 4 for i, c in enumerate(CATEGORIES)}
     rows = {r.name: r for r in tt.bfcl_rows(_per_model({"base": base, "sft": sft}), "base", SIZES)}
     records = [
-        {"category": c, "status": "scored", "valid": bool(v), "id": i}
+        rep.SingleResult(category=c, status="scored", valid=bool(v), id=i, style="fc", model="sft")
         for c, ids in _per_model({"sft": sft})["sft"].items()
         for i, v in ids.items()
     ]
@@ -118,16 +118,19 @@ def test_bfcl_single_sample_is_the_same_entries_for_the_same_seed():
 
 
 def test_results_reader_keeps_the_last_record_of_an_id_and_counts_errors_as_failures(tmp_path):
+    from astra_verl.eval.bfcl_single import SingleResult
+
     path = tmp_path / "results.jsonl"
+    run = {"style": "fc", "model": "m", "version": 1}
     recs = [
-        {"id": "a", "category": "c", "status": "error", "valid": False},
-        {"id": "a", "category": "c", "status": "scored", "valid": True},
-        {"id": "b", "category": "c", "status": "error", "valid": False},
-        {"id": "z", "category": "c", "status": "scored", "valid": True},
+        {"id": "a", "category": "c", "status": "error", "valid": False, **run},
+        {"id": "a", "category": "c", "status": "scored", "valid": True, **run},
+        {"id": "b", "category": "c", "status": "error", "valid": False, **run},
+        {"id": "z", "category": "c", "status": "scored", "valid": True, **run},
     ]
     path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
-    assert transfer.valid_by_category(path, {"a", "b"}) == {"c": {"a": 1.0, "b": 0.0}}
-    assert transfer.valid_by_category(tmp_path / "absent.jsonl") == {}
+    assert transfer.valid_by_category(path, SingleResult, {"a", "b"}) == {"c": {"a": 1.0, "b": 0.0}}
+    assert transfer.valid_by_category(tmp_path / "absent.jsonl", SingleResult) == {}
 
 
 def test_each_no_tool_share_is_its_own_model_with_its_own_folders(capsys):
