@@ -17,7 +17,7 @@
     python -m astra_verl.eval bfcl-replay [--wrong] [--via agent-loop --model-path DIR]
 
 `envs` prints F1 (± standard error), solved rate, turns, calls, invalid and distractor rates, by
-domain, scenario type and hop count, and draws them (`<out>/envs.png`). The BFCL commands print
+domain, scenario type, hop count and variant, and draws them (`<out>/envs.png`). The BFCL commands print
 the per-category table of the ASTRA paper (Base, Miss Func, Miss Param, Long Context, Overall)
 and the failure causes. Runs are resumable: rerun the same command and only unscored entries
 (episodes) run again (Ctrl-C stops cleanly, keeping every scored entry). Before the first entry
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="evaluate a checkpoint on exported astra environments (astra_tool_agent episodes, F1)",
         description="Run every row of an `env_registry export-parquet` file through astra_tool_agent with a "
         "local checkpoint served by the hf_cpu backend, score each episode with the config's reward manager "
-        "(astra_f1), and print the table by domain, scenario type and hop count. Greedy by default (what "
+        "(astra_f1), and print the table by domain, scenario type, hop count and variant. Greedy by default (what "
         "main_ppo's validation runs); --temperature T --n K samples K episodes per row.",
     )
     envs.add_argument("--data", required=True, help="an export-parquet file (e.g. .../mix_none/val.parquet)")

@@ -18,7 +18,7 @@ parameters are built as verl's agent-loop worker builds them.
 
 Results (`<out>/results.jsonl`, resumable: a rerun runs only what is not scored yet; see
 `astra_verl.eval.results`): one `EnvEpisode` per (row, sample) with the reward, its counts, the
-row's domain, scenario type and hop count, how the episode ended, and the decoded response. A
+row's domain, scenario type, hop count and variant, how the episode ended, and the decoded response. A
 file holds one policy at one temperature: another's is refused before the first episode.
 `envs_report` turns them into the table and the plot.
 """
@@ -123,6 +123,9 @@ class EnvEpisode(ResultRecord):
     domain: str
     scenario_type: str
     hops: int
+    # the environment's variant (docs/environments.md, "Variants"); lines written before it was a
+    # field are answerable episodes: no other variant existed
+    variant: str = "answerable"
     temperature: float
     reward: float
     f1: float
@@ -182,13 +185,14 @@ def episode_kwargs(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def row_facts(row: dict[str, Any], stores: dict[str, EnvStore]) -> dict[str, Any]:
-    """Domain, scenario type and hop count of a row's environment (carried by the row or from its store)."""
+    """Domain, scenario type, hop count and variant of a row's environment (carried by the row or from its store)."""
     env = row_env(RowInfo.from_extra_info(row["extra_info"]), stores)
     return {
         "env_id": env.id,
         "domain": env.domain,
         "scenario_type": env.scenario_type.value,
         "hops": shape_of(env).hops,
+        "variant": env.variant.value,
     }
 
 

@@ -1,6 +1,6 @@
 """The table and the plot of an `eval envs` run (pure summaries of `EnvEpisode` records).
 
-Per group of episodes (all, then by domain, scenario type and hop count):
+Per group of episodes (all, then by domain, scenario type, hop count and variant):
 
     F1        mean trajectory F1, ± its standard error over rows (a row's samples averaged first:
               the row is the unit that was drawn; with one sample per row this is the plain SE; one row:
@@ -29,6 +29,8 @@ BREAKDOWNS: dict[str, Callable[[EnvEpisode], str]] = {
     "domain": lambda e: e.domain,
     "scenario type": lambda e: e.scenario_type,
     "hops": lambda e: str(e.hops),
+    # what a model does where calling is not the answer: asking, declining, answering directly
+    "variant": lambda e: e.variant,
 }
 
 

@@ -55,6 +55,10 @@ def test_the_table_averages_rows_first_and_pools_rates():
     ]
     table = format_table(summary, "t")
     assert "by scenario type:" in table and "0.750±" in table
+    # a column per variant: the other half of tool use is read apart from the answerable episodes
+    mixed = summarize([episode(0, 1.0), episode(1, 0.0, variant="unanswerable"), episode(2, 0.5, variant="no_tool")])
+    assert {g.name: g.f1 for g in mixed["variant"]} == {"no_tool": 0.5, "answerable": 1.0, "unanswerable": 0.0}
+    assert "by variant:" in format_table(mixed, "t")
 
 
 @pytest.fixture(scope="module")
