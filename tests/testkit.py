@@ -164,3 +164,15 @@ def bfcl_func_doc_dir() -> Path:
     path = Path(bfcl_module("bfcl_eval.constants.eval_config").MULTI_TURN_FUNC_DOC_PATH)
     assert path.is_dir(), f"bfcl-eval is installed but has no {path}"
     return path
+
+
+def importable_package(root: Path, name: str, modules: dict[str, str], monkeypatch) -> Path:
+    """A package `name` under `root` holding `modules` (module name -> source), importable in this
+    process (`root` prepended to sys.path for the test) and by children given `root` on PYTHONPATH."""
+    pkg = root / name
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for module, source in modules.items():
+        (pkg / f"{module}.py").write_text(source)
+    monkeypatch.syspath_prepend(str(root))
+    return pkg

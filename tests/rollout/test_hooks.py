@@ -7,6 +7,7 @@ import textwrap
 from types import SimpleNamespace
 
 import pytest
+from testkit import importable_package
 
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import (
@@ -80,11 +81,7 @@ class EchoInteraction(BaseInteraction):
 @pytest.fixture
 def interaction_config(tmp_path, monkeypatch):
     """A YAML config naming the old-style interaction above, importable from tmp_path."""
-    pkg = tmp_path / "old_interactions"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "guess.py").write_text(OLD_STYLE_INTERACTION)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    importable_package(tmp_path, "old_interactions", {"guess": OLD_STYLE_INTERACTION}, monkeypatch)
     cfg = tmp_path / "interaction_config.yaml"
     cfg.write_text(
         textwrap.dedent(

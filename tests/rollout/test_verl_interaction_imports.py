@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from testkit import importable_package
 
 from astra_verl.rollout.hooks import HookError
 from astra_verl.rollout.verl_interaction import load_interactions
@@ -72,12 +73,7 @@ class OldInteraction(BaseInteraction):
 @pytest.fixture
 def configs(tmp_path, monkeypatch):
     """Two interaction configs: one importing our BaseInteraction, one verl <= 0.7's."""
-    pkg = tmp_path / "probe_interactions"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "current.py").write_text(CURRENT)
-    (pkg / "stale.py").write_text(STALE)
-    monkeypatch.syspath_prepend(str(tmp_path))
+    importable_package(tmp_path, "probe_interactions", {"current": CURRENT, "stale": STALE}, monkeypatch)
     current = tmp_path / "current.yaml"
     current.write_text("interaction:\n  - class_name: probe_interactions.current.PingInteraction\n")
     stale = tmp_path / "stale.yaml"
