@@ -76,6 +76,24 @@ def test_sft_overrides_compose_and_its_data_loads_in_verls_dataset(prepared, smo
     assert "<tool_call>" in text  # what SFT teaches: the calls
 
 
+def test_the_other_half_sft_differs_from_sft_only_in_its_data_and_folder(prepared):
+    """Stage 10's SFT with the other half (issue 49): the same settings and steps as stage 7, on the
+    same demonstrations plus those of environments of every other variant, into its own folder."""
+    import pandas as pd
+
+    plain, mixed = overrides(prepared, "sft"), overrides(prepared, "sft_variants")
+    changed = {a.split("=", 1)[0] for a in set(plain) ^ set(mixed)}
+    assert changed == {"astra.sft_data", "trainer.default_local_dir"}, changed
+    cfg = compose("sft_trainer_engine", ["+recipe=astra_sft", *mixed])
+    assert cfg.trainer.total_training_steps == SFT_STEPS
+    rows = pd.read_parquet(cfg.data.train_files)
+    answerable = pd.read_parquet(prepared / "sft.parquet")
+    n = len(answerable)  # the same demonstrations first, in the same order
+    assert len(rows) > n and rows["env_id"].iloc[:n].tolist() == answerable["env_id"].tolist()
+    others = set(rows["variant"].iloc[n:])
+    assert others and "answerable" not in others, others
+
+
 def test_grpo_overrides_compose_validate_and_start_from_the_sft_checkpoint(prepared):
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
     from verl.utils.config import validate_config
