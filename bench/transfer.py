@@ -366,8 +366,8 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
     for style, rows in tables.items():
         lines += [f"## BFCL call style `{style}`", "", tt.format_table(rows, base, labels), "", "Verdicts:", ""]
         trained = [m for m in results if m != base]
-        for m in trained:
-            lines += tt.verdicts(rows, m, labels[m])
+        for m in trained:  # a verdict is against the reference; the issues' targets are against base
+            lines += tt.verdicts(rows, m, labels[m] if base == "base" else f"{labels[m]} against {labels[base]}")
         if VARIANTS in results:
             lines += other_half_verdicts(rows, results, labels[VARIANTS], base)
         if not trained:
@@ -384,7 +384,7 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         "- held-out: skipped (`--no-heldout`)"
         if args.no_heldout
         else "- held-out: bench/learning.py's real-tier splits, `eval envs`, greedy, F1 per environment (x 100 above)",
-        "- differences: trained - base, paired over entries (environments), ± SE of the mean paired difference; "
+        f"- differences: each model - {labels.get(base, base)}, paired over entries (environments), ± SE of the mean paired difference; "
         "aggregates: BFCL's weights over the category differences, SEs propagated",
         f"- machine: {cpu_model()}; load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
         f"- wall time of this invocation {info['wall_s'] / 60:.1f} min; per stage (seconds recorded when it ran; "

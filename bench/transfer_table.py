@@ -112,7 +112,12 @@ def format_table(rows: Sequence[Row], base: str, labels: Mapping[str, str]) -> s
     """Markdown. BFCL rows in % (accuracy), held-out rows as F1 x 100, so every column reads alike."""
     models = list(rows[0].scores) if rows else []
     trained = [m for m in models if m != base]
-    head = ["category", "n", *(labels.get(m, m) for m in models), *(f"{labels.get(m, m)} − base ± SE" for m in trained)]
+    head = [
+        "category",
+        "n",
+        *(labels.get(m, m) for m in models),
+        *(f"{labels.get(m, m)} − {labels.get(base, base)} ± SE" for m in trained),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
     for r in rows:
         name = f"**{r.name}**" if r.kind == "aggregate" else r.name
