@@ -42,7 +42,18 @@ SECTIONS = [
     EpisodeLimits,
 ]
 # one strict record per boundary: episode logs, RL rows, SFT rows, each evaluation's results line
-RECORDS = [EpisodeLog, CallRecord, RowInfo, ToolRef, RolloutSettings, SFTRecord, BfclResult, SingleResult, EnvEpisode, TauResult]
+RECORDS = [
+    EpisodeLog,
+    CallRecord,
+    RowInfo,
+    ToolRef,
+    RolloutSettings,
+    SFTRecord,
+    BfclResult,
+    SingleResult,
+    EnvEpisode,
+    TauResult,
+]
 
 
 @pytest.mark.parametrize("model", SECTIONS + RECORDS, ids=lambda m: m.__name__)
