@@ -42,7 +42,7 @@ from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_run import prepare
 from astra_verl.rollout.toolset import ToolCatalog
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.families.bfcl_package import bfcl_module
 from env_registry.rows import RowInfo
 

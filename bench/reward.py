@@ -39,7 +39,7 @@ from omegaconf import OmegaConf
 from tensordict import TensorDict
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 CONFIG = OmegaConf.create(

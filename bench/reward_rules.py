@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.calls.solved import is_own_tool_call, solved_by_call
 from astra_verl.reward.f1 import precision_recall_f1, score_episode
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.matching import answer_in_text
 from env_registry.spec import AnswerRule, RewardTarget
 

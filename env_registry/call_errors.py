@@ -4,7 +4,7 @@
 that violate the schema) with a tool message instead of executing it; the golden demonstrations
 (`env_registry.golden_sft`) show the same messages in their recovery examples, so a model
 fine-tuned on them meets in RL exactly the text it learned to recover from. Both import these
-functions: one source for the wording, and `env_registry.call_check` decides which applies.
+functions: one source for the wording, and `env_registry.call_gate` decides which applies.
 A call that ran and failed reads `Error (<kind>): <message>` (`failed`), the shape of the
 sandbox's `CallResult.text`, whether the sandbox ran it (RL) or an LLM simulated it or an MCP
 server answered it (trajectory synthesis).

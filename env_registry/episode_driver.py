@@ -51,7 +51,7 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from astra_foundation.strict import StrictModel
-from env_registry.call_check import CallStatus, openai_arguments
+from env_registry.call_gate import CallStatus, openai_arguments
 from env_registry.rows import ToolRef
 
 __all__ = [
@@ -120,7 +120,7 @@ class ParsedCall:
     @classmethod
     def from_openai(cls, call: Any) -> ParsedCall:
         """The attempt an OpenAI tool call (`astra_foundation.llm.ToolCall`) is: malformed unless its
-        argument string is a JSON object (`env_registry.call_check.openai_arguments`)."""
+        argument string is a JSON object (`env_registry.call_gate.openai_arguments`)."""
         args, error = openai_arguments(call)
         return cls(
             name=call.name,

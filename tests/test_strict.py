@@ -135,3 +135,24 @@ def _classes_named(name: str) -> list[str]:
 @pytest.mark.parametrize("name", ["CallRecord", "ExportConfig", "Episode"])
 def test_one_name_one_meaning(name):
     assert len(_classes_named(name)) == 1, _classes_named(name)
+
+
+# a module may share its name with an environment record's field only when it computes that field
+FIELD_NAMED_MODULES = {
+    "call_key": "env_registry.call_key infers ToolSpec.call_key for synthesized tools",
+    "tools": "data_synth.env.tools synthesizes an environment's tools",
+}
+
+
+def test_no_module_is_named_like_a_field_of_another_meaning():
+    """`call_check` once named both the pre-call gate (a module) and the reward target's field of
+    identifying arguments: two meanings, one word. Now the gate is `env_registry.call_gate`."""
+    from env_registry.spec import CallCheck, EnvSpec, RewardTarget, SubQuestion, TargetSubQuestion, ToolSpec
+
+    fields = set().union(*(m.model_fields for m in (RewardTarget, TargetSubQuestion, CallCheck, EnvSpec, SubQuestion, ToolSpec)))  # fmt: skip
+    modules = set()
+    for name in ("env_registry", "astra_verl", "data_synth", "astra_foundation"):
+        package = importlib.import_module(name)
+        modules |= {m.name.rsplit(".", 1)[1] for m in pkgutil.walk_packages(package.__path__, f"{name}.")}
+    assert "call_check" in fields  # the field keeps its name: RL rows are unchanged
+    assert sorted((fields & modules) - set(FIELD_NAMED_MODULES)) == []

@@ -44,7 +44,7 @@ from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.reward.episode_reward import EpisodeReward
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.config import sandbox_settings
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.families.bfcl import SANDBOX_PACKAGES, BfclTarget, bfcl_version
 
 CHECKER_MODULE = "bfcl_checker"

@@ -4,7 +4,7 @@ It travels in `AgentLoopOutput.extra_fields["astra_episode"]` as a plain JSON-ab
 moves extra fields between Ray workers as numpy object arrays) and reaches the reward manager
 in `non_tensor_batch["tool_extra_fields"]`. `EpisodeLog.from_extra_fields` is the only reader;
 it raises `CallLogError` naming the field when the record is missing or malformed, so a broken
-rollout can never be scored as a silent 0. A call's status is `env_registry.call_check.CallStatus`,
+rollout can never be scored as a silent 0. A call's status is `env_registry.call_gate.CallStatus`,
 the vocabulary trajectory synthesis writes too.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, ValidationError
 
 from astra_foundation.strict import SettingsError, StrictModel, describe
-from env_registry.call_check import INVALID, CallStatus
+from env_registry.call_gate import INVALID, CallStatus
 from env_registry.episode_driver import Termination
 
 __all__ = ["CallLogError", "CallRecord", "EpisodeLog", "Termination"]  # Termination: the driver's

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from env_registry.answer_channel import Verdict, judge, root_question, type_of
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.matching import answer_in_output, answer_in_text, args_agree
 from env_registry.spec import RewardTarget, TargetSubQuestion
 

@@ -32,7 +32,7 @@ from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.bfcl_run import evaluate, prepare, results_file
 from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.context import drop_worker_context, worker_context
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.families.bfcl import BfclEntry, Call, ReplayError, parse_call, turn_calls  # noqa: F401
 
 # ReplayError and parse_call (imported above) are re-exported: the family parses ground truth (env

@@ -31,7 +31,7 @@ from astra_foundation.llm.types import ToolCall
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.rollout.episode import Episode
 from astra_verl.rollout.toolset import ToolCatalog
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.episode_driver import AssistantTurn, CallResult, EpisodeDriver, EpisodeLimits, ParsedCall, Settled
 
 DEFAULT_LIMITS = EpisodeLimits(max_assistant_turns=512)

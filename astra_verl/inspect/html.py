@@ -28,7 +28,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from astra_verl.calls.call_log import CallRecord, EpisodeLog  # noqa: E402
 from astra_verl.inspect.records import EpisodeRecord  # noqa: E402
 from astra_verl.reward.episode_metrics import episode_metrics  # noqa: E402
-from env_registry.call_check import CallStatus  # noqa: E402
+from env_registry.call_gate import CallStatus  # noqa: E402
 
 __all__ = ["SUMMARY_SERIES", "StepSummary", "summarize_step", "write_site"]
 

@@ -45,7 +45,7 @@ from enum import Enum
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.calls.solved import root_answered, solved_set
 from astra_verl.reward.episode_reward import EpisodeReward
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.spec import RewardTarget
 
 __all__ = ["DEFAULT_EPS", "EpisodeScore", "RewardMode", "precision_recall_f1", "score_episode"]

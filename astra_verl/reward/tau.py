@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from astra_verl.reward.f1 import DEFAULT_EPS, precision_recall_f1
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 Action = tuple[str, dict[str, Any]]
 

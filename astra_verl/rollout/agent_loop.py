@@ -69,7 +69,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from astra_verl.calls.call_log import CallRecord
 from astra_verl.calls.solved import root_answered, solved_by_call, solved_by_final_answer
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.episode_driver import AssistantTurn, CallResult, EpisodeDriver, ParsedCall, Settled
 
 # chatml as a module reference, not a name: chatml imports verl, whose plugin loader imports

@@ -32,7 +32,7 @@ from astra_foundation.sandbox.protocol import Module, Program
 from astra_verl.calls.call_log import CallRecord
 from env_registry import call_errors
 from env_registry.arguments import argument_validator
-from env_registry.call_check import CallStatus, check_call, schema_problem
+from env_registry.call_gate import CallStatus, check_call, schema_problem
 from env_registry.rows import RowError, RowInfo, ToolRef, embedded_spec, embedded_tool
 from env_registry.spec import EnvSpec, RewardTarget, ToolSpec, tool_module
 from env_registry.store import EnvStore
@@ -91,7 +91,7 @@ class Toolset:
         is not executed; its record carries the model-readable error as `output`. `observe` maps
         the full text to what the model sees (the agent loop truncates); `output_sha` hashes the
         full text. `session` is awaited only when a call runs. The check and the wording are
-        `env_registry.call_check`'s, shared with trajectory synthesis (SFT data).
+        `env_registry.call_gate`'s, shared with trajectory synthesis (SFT data).
         """
         tool = self.tools.get(call.name) if call.name in shown else None
         at = {"turn": turn, "index": index, "call_id": call_id}

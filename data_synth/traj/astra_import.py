@@ -29,7 +29,7 @@ Checks (`Check`, stable strings counted in the summary):
   call_without_result  a call gets no result before the conversation moves on
   no_final_answer      the conversation does not end with an assistant answer without calls
 
-The three call checks are RL's own pre-call check (`env_registry.call_check`, the one the rollout
+The three call checks are RL's own pre-call check (`env_registry.call_gate`, the one the rollout
 and `traj interact` run), so an imported conversation never shows a call RL would refuse.
 
 Reasoning (`reasoning_content`) is dropped by default; `--reasoning inline` keeps it in front of
@@ -53,7 +53,7 @@ from data_synth.traj.records import content_id
 from data_synth.traj.schema import SchemaRejected, check_tool_name, normalize_parameters
 from env_registry import call_errors
 from env_registry.arguments import argument_validator
-from env_registry.call_check import CallStatus, check_call
+from env_registry.call_gate import CallStatus, check_call
 from env_registry.episode_driver import ParsedCall
 from env_registry.importers.sources import (
     SourceRow,
@@ -335,7 +335,7 @@ def _attempt(call: dict[str, Any], index: int) -> ParsedCall:
 
 
 def _check_call(call: dict[str, Any], where: str, schemas: dict[str, dict[str, Any]], index: int) -> list[Problem]:
-    """RL's pre-call check of one call (`env_registry.call_check`): the row is rejected with the
+    """RL's pre-call check of one call (`env_registry.call_gate`): the row is rejected with the
     refusal RL would give (a model trained on it must not learn calls RL refuses)."""
     attempt = _attempt(call, index)
     refusal = check_call(

@@ -11,7 +11,7 @@ the same refusals. This module is the driver's synthesis transport:
   an empty final answer.
 - At most `max_parallel_calls` calls run per turn (RL's `multi_turn.max_parallel_calls`, 8 in
   `astra_grpo`); the rest are answered "Not executed" and recorded `skipped`, as RL does.
-- Every call is checked before anything runs it, by `env_registry.call_check` (RL's check):
+- Every call is checked before anything runs it, by `env_registry.call_gate` (RL's check):
   arguments that are not a JSON object, an unknown tool, arguments against the tool's JSON
   Schema -> the agent gets RL's refusal text and the call is recorded with RL's status
   (`bad_json`, `unknown_tool`, `schema_error`; data the judge scores, not a crash).
@@ -33,8 +33,8 @@ from data_synth.pipeline import Reject
 from data_synth.prompts import load_prompt
 from data_synth.traj.records import Observation, ScoredTask, Server, ToolDoc, Trajectory, TrajectoryCall
 from env_registry.arguments import argument_validator
-from env_registry.call_check import CallStatus, Refusal
-from env_registry.call_check import check_call as shared_check
+from env_registry.call_gate import CallStatus, Refusal
+from env_registry.call_gate import check_call as shared_check
 from env_registry.episode_driver import (
     AssistantTurn,
     CallResult,
@@ -83,7 +83,7 @@ class ToolBackend(Protocol):
 
 
 def check_call(call: ToolCall | ParsedCall, server: Server) -> tuple[ToolDoc | None, Refusal | None]:
-    """(tool, None) for a call that may run, or (None, the refusal): `env_registry.call_check`, the
+    """(tool, None) for a call that may run, or (None, the refusal): `env_registry.call_gate`, the
     check and the wording RL's toolset uses, so SFT data shows the refusals RL gives."""
     attempt = call if isinstance(call, ParsedCall) else ParsedCall.from_openai(call)
     refusal = shared_check(

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from astra_foundation.strict import RecordModel
 from data_synth.pipeline import Record
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 
 def content_id(*parts: Any, n: int = 16) -> str:
@@ -263,7 +263,7 @@ class Observation(_Model):
 
 
 class TrajectoryCall(_Model):
-    """One tool call of an episode. `status` is RL's (`env_registry.call_check.CallStatus`): ok,
+    """One tool call of an episode. `status` is RL's (`env_registry.call_gate.CallStatus`): ok,
     tool_error (the tool failed, possibly injected), or refused before running: bad_json,
     unknown_tool, schema_error (with `error_kind`, as in RL's call log)."""
 

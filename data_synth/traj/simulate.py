@@ -28,7 +28,7 @@ from data_synth.prompts import load_prompt
 from data_synth.traj import describe
 from data_synth.traj.records import Observation, Server, ToolDoc
 from env_registry import call_errors
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 MAX_OBSERVATION_CHARS = 8000
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.episode_driver import (
     AssistantTurn,
     CallResult,

@@ -41,7 +41,7 @@ from astra_verl.benchmarks.tau_reward import parse_target, replay_digest
 from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.reward.tau import episode_actions, tau_score
 from astra_verl.rollout.testing import ScriptedServer, close_worker_context, compose_trainer_config, make_loop, run
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.families import tau
 
 STRIDE = {("retail", "train"): 10, ("retail", "dev"): 1, ("retail", "test"): 5, ("airline", "test"): 5}

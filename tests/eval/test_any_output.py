@@ -32,7 +32,7 @@ from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.eval.bfcl_run import BfclResult, results_file
 from astra_verl.eval.chat_rollout import parsed_call
 from astra_verl.rollout.call_parsing import BfclQwenCalls, HermesCalls, ParsedCall
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

@@ -12,7 +12,7 @@ from verl.experimental.reward_loop.reward_manager import get_reward_manager_cls
 from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.eval import bfcl_replay
 from astra_verl.rollout.testing import run
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 
 def as_sample(row: dict, extra_fields: dict) -> DataProto:

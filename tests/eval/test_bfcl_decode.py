@@ -24,7 +24,7 @@ from astra_verl.benchmarks.bfcl_score import CallStyle, step_calls
 from astra_verl.calls.call_log import CallRecord
 from astra_verl.eval.chat_rollout import parsed_call
 from astra_verl.rollout.call_parsing import BfclQwenCalls, ParsedCall
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bfcl_direct import bfcl_in_process, decode_step  # noqa: E402

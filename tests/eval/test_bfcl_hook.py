@@ -13,7 +13,7 @@ from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import HookError
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.rows import ToolRef
 
 TURNS = [

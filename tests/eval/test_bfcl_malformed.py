@@ -32,7 +32,7 @@ from astra_verl.eval.chat_rollout import ChatRollout
 from astra_verl.rollout.call_parsing import BFCL_DROPPED, BFCL_SKIPPED
 from astra_verl.rollout.context import worker_context
 from astra_verl.rollout.testing import run
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 DIRECT = Path(__file__).with_name("bfcl_direct.py")
 PROMPT_IDS = ["multi_turn_base_0", "multi_turn_miss_func_0", "multi_turn_miss_param_0", "multi_turn_long_context_1"]

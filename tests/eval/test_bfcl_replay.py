@@ -12,7 +12,7 @@ from astra_foundation.llm import LLMClient, ScriptedBackend
 from astra_verl.eval import bfcl_replay
 from astra_verl.eval.bfcl_replay import ReplayError, parse_call, run_replay
 from astra_verl.eval.chat_rollout import ChatRollout
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 
 def test_ground_truth_strings_parse_into_tool_calls():

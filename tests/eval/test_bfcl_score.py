@@ -19,7 +19,7 @@ from astra_verl.benchmarks.bfcl_score import (
 )
 from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.rollout.call_parsing import BFCL_SKIPPED
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 
 def rec(turn: int, tool: str, args, status: CallStatus = CallStatus.OK, index: int = 0) -> CallRecord:

@@ -14,7 +14,7 @@ from astra_verl.benchmarks.tau_hook import OPENING, STOP, TauUserHook, user_syst
 from astra_verl.calls.call_log import CallRecord
 from astra_verl.reward.tau import action_f1, episode_actions, mixed_reward, outputs_found, tau_score
 from astra_verl.rollout.hooks import HookError
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 TERMINATE = json.dumps(["transfer_to_human_agents"])
 

@@ -15,7 +15,7 @@ from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
 from astra_verl.inspect.cli import main
 from astra_verl.inspect.html import summarize_step
 from astra_verl.inspect.records import episode_record, read_records, write_records
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 TARGET = RewardTarget(

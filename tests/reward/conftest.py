@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 ENV = "env-trip"

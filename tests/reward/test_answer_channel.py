@@ -17,7 +17,7 @@ import pytest
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.calls.solved import root_question
 from astra_verl.reward.f1 import score_episode
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.spec import AnswerRule, RewardTarget, TargetSubQuestion
 
 NAMES = AnswerRule(kind="text", rivals=["Sarstalburg"])

@@ -9,7 +9,7 @@ import pytest
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.calls.solved import solved_by_call, solved_set
 from astra_verl.reward.f1 import score_episode
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.commit import commits
 from env_registry.matching import answer_in_output, answer_in_text, args_agree, normalize_text
 from env_registry.spec import AnswerRule, CallCheck, RewardTarget, TargetSubQuestion

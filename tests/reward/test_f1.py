@@ -6,7 +6,7 @@ import pytest
 
 from astra_verl.reward.f1 import RewardMode, precision_recall_f1, score_episode
 from env_registry.answer_channel import channel
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 
 @pytest.mark.parametrize(

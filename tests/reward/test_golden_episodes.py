@@ -14,7 +14,7 @@ import pytest
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.reward.f1 import score_episode
 from env_registry.answer_channel import final_message
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.families.procedural import generate
 from env_registry.spec import tool_module
 

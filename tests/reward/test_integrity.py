@@ -12,7 +12,7 @@ import pytest
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
 from astra_verl.calls.solved import solved_by_call, solved_by_final_answer
 from astra_verl.reward.f1 import score_episode
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.call_key import derive_call_key
 from env_registry.families.procedural import generate
 from env_registry.matching import answer_in_output, answer_in_text, args_agree, same_value

@@ -67,7 +67,7 @@ def test_a_call_in_a_no_tool_environment_is_not_needed():
     from astra_verl.calls.call_log import CallRecord, EpisodeLog
     from astra_verl.reward.f1 import score_episode
     from env_registry.answer_channel import final_message
-    from env_registry.call_check import CallStatus
+    from env_registry.call_gate import CallStatus
 
     env = next(e for e in generate(40, seed=7, variants=VariantShares.parse("mix")) if e.variant is Variant.NO_TOOL)
     tool = env.tools[0]

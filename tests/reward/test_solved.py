@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from astra_verl.calls.solved import solved_by_call, solved_by_final_answer, solved_set
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 
 def test_a_successful_call_to_the_own_tool_with_the_answer_solves(build):

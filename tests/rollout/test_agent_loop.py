@@ -12,7 +12,7 @@ from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
 from astra_verl.rollout.toolset import ToolsetError
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.rows import RowError, ToolRef
 
 

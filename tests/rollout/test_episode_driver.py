@@ -29,7 +29,7 @@ from astra_verl.rollout.tool_parser import ReportingToolParser
 from astra_verl.rollout.toolset import ToolCatalog
 from data_synth.traj import interact
 from data_synth.traj.records import Observation, Server, Source, ToolDoc
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.episode_driver import EpisodeLimits, ParsedCall
 from env_registry.rows import RowInfo, ToolRef
 

@@ -8,7 +8,7 @@ import pytest
 
 from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 
 OK, BAD, UNKNOWN, SCHEMA, TOOL_ERR, SKIP = (
     CallStatus.OK,

@@ -18,7 +18,7 @@ from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.envs import episode_kwargs
 from astra_verl.reward.f1 import score_episode
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.export import ExportConfig, export_rows, write_export
 from env_registry.rows import RowError, RowInfo, ToolRef, embedded_spec
 from env_registry.spec import RewardTarget

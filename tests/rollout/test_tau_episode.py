@@ -20,7 +20,7 @@ from astra_verl.benchmarks.tau_reward import parse_target, score_episode
 from astra_verl.calls.call_log import EpisodeLog, Termination
 from astra_verl.reward.episode_reward import EpisodeReward
 from astra_verl.rollout.testing import ScriptedServer, make_loop, run
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.rows import RowInfo
 
 DOMAIN, SPLIT, INDEX = "retail", "test", 19  # 7 gold actions (reads, then a return) and 2 required outputs

@@ -12,7 +12,7 @@ from tensordict import TensorDict
 from testkit import REPO
 
 from astra_verl.calls.call_log import CallRecord, EpisodeLog
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.spec import RewardTarget, TargetSubQuestion
 
 ABLATIONS = {

@@ -193,7 +193,7 @@ def test_the_sampled_batch_leaves_one_episode_record_per_episode_beside_verls_du
 
     from astra_verl.calls.call_log import CallRecord, EpisodeLog, Termination
     from astra_verl.inspect.records import read_records
-    from env_registry.call_check import CallStatus
+    from env_registry.call_gate import CallStatus
     from env_registry.spec import RewardTarget, TargetSubQuestion
 
     target = RewardTarget(

@@ -1,4 +1,8 @@
-"""The one check of a tool call before it runs, and the one status vocabulary of a call.
+"""The gate every tool call passes before it runs, and the one status vocabulary of a call.
+
+(Named a gate, not a check: `call_check` is the reward target's field, `spec.CallCheck`, the
+identifying arguments a call must agree on to solve a sub-question, a different question asked
+after the call ran.)
 
 Two loops let a model call tools: RL (`astra_verl.rollout.toolset`, and the eval chat rollout)
 and trajectory synthesis (`data_synth.traj.interact`), whose episodes become SFT data. A model

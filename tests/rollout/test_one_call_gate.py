@@ -1,4 +1,4 @@
-"""SFT synthesis and RL refuse the same calls with the same bytes (env_registry.call_check).
+"""SFT synthesis and RL refuse the same calls with the same bytes (env_registry.call_gate).
 
 The same OpenAI tool calls (an unknown tool, arguments that are not JSON, empty arguments, a
 schema violation, a tool that fails) go once through `data_synth traj interact` (the InteractStep
@@ -21,7 +21,7 @@ from data_synth.pipeline import process_one
 from data_synth.traj import steps as S
 from data_synth.traj.interact import InteractConfig
 from data_synth.traj.records import ScoredTask, Scores, Server, Source, Task, ToolDoc
-from env_registry.call_check import CallStatus
+from env_registry.call_gate import CallStatus
 from env_registry.rows import RowInfo, ToolRef
 
 SHOWN = ("bump_counter", "always_fails")

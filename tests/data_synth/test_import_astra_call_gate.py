@@ -1,4 +1,4 @@
-"""`traj import-astra` checks each call with RL's own pre-call check (`env_registry.call_check`),
+"""`traj import-astra` checks each call with RL's own pre-call check (`env_registry.call_gate`),
 so an imported SFT conversation never shows a call RL refuses: empty arguments are a malformed
 call (not `{}`), and a `format` the schema asserts (a date, an email) is checked as RL checks it."""
 
@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from data_synth.traj.astra_import import Check, read_conversation, run_import
 from env_registry.arguments import argument_validator
-from env_registry.call_check import check_call
+from env_registry.call_gate import check_call
 
 PARAMETERS = {
     "type": "object",
