@@ -3,6 +3,7 @@
     python -m env_registry --store envs generate --n 2000 --seed 0
     python -m env_registry --store envs add synthesized.jsonl
     python -m env_registry --store envs import-astra step5_merged.json
+    python -m env_registry --store envs derive-variants --family astra_env_synth
     python -m env_registry --store envs export-astra-rl --output-file rl_rows.jsonl
     python -m env_registry recover-calls rl_rows.jsonl --output-file recovered.jsonl
     python -m env_registry --store envs validate
@@ -56,7 +57,18 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    for add in (_generate, _add, _import_astra, _validate, _stats, _show, _export_parquet, _export_sft, _schema):
+    for add in (
+        _generate,
+        _add,
+        _import_astra,
+        _derive_variants,
+        _validate,
+        _stats,
+        _show,
+        _export_parquet,
+        _export_sft,
+        _schema,
+    ):
         add(sub, common)
     return p
 
@@ -130,6 +142,45 @@ def _import_astra(sub: Any, common: argparse.ArgumentParser) -> None:
     cli_rl_flags.add_recovery_options(ia)
     ia.set_defaults(run=_C + "import_astra:cmd_import_astra")
     cli_rl_flags.add_parsers(sub, common).set_defaults(run=_C + "export:cmd_export_astra_rl")
+
+
+def _derive_variants(sub: Any, common: argparse.ArgumentParser) -> None:
+    d = sub.add_parser(
+        "derive-variants",
+        parents=[common],
+        help="add variants (unanswerable, missing_value, ...) of the store's answerable environments, validating each",
+        description="Make the variants of the store's answerable environments of every family (procedural, "
+        "synthesized, imported; env_registry.variant_makers; docs/environments.md, 'Variants'): each variant "
+        "is checked structurally and its golden calls replayed twice in the sandbox, as `add` checks a record; "
+        "valid ones are added, rejected ones written with their reasons to the rejects file. Prints per variant "
+        "how many were made, were already in the store, were added, failed validation, and how many "
+        "environments could not carry it, by reason. BFCL and tau-bench environments (validated by their own "
+        "checkers) are not read. A variant's id is its content hash: rerunning adds nothing twice. Exit 1 when "
+        "a made variant failed validation or there was nothing to derive from.",
+    )
+    d.add_argument(
+        "--make",
+        metavar="VARIANT[,...]",
+        help="comma-separated variants to make (default all: unanswerable,missing_value,missing_function,no_tool)",
+    )
+    d.add_argument(
+        "--family",
+        metavar="GENERATOR[,...]",
+        help="comma-separated families by provenance generator, e.g. procedural, astra_env_synth (synthesized), "
+        "astra_import (import-astra); default every family",
+    )
+    d.add_argument(
+        "--limit", type=int, metavar="N", help="read only the first N answerable environments (of those families)"
+    )
+    d.add_argument("--rejects", help="rejects file, appended to (default: <STORE>.rejects.jsonl next to the store)")
+    d.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
+    d.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    d.add_argument(
+        "--allow-scripted",
+        action="store_true",
+        help="also derive from environments a dry run made (provenance.scripted), as `add --allow-scripted` adds them",
+    )
+    d.set_defaults(run=_C + "derive_variants:cmd_derive_variants")
 
 
 def _validate(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -245,7 +296,7 @@ def _schema(sub: Any, common: argparse.ArgumentParser) -> None:
 
 
 # Commands that add to the store: what they added stays, and a rerun skips it (duplicates by id).
-ADDS_TO_THE_STORE = {"generate", "add", "import-astra"}
+ADDS_TO_THE_STORE = {"generate", "add", "import-astra", "derive-variants"}
 
 
 def main(argv: list[str] | None = None) -> int:
