@@ -228,6 +228,15 @@ def valid_by_category(path: Path, record_type: type, ids: set[str] | None = None
     return out
 
 
+def behaviours(path: Path, ids: set[str]) -> dict[str, dict[str, int]]:
+    """What the model did on each single-turn entry (`transfer_table.behaviour_counts`)."""
+    from astra_verl.eval.bfcl_single import SingleResult
+    from astra_verl.eval.results import ResultsFile
+
+    records = ResultsFile(path, SingleResult).records.values() if path.exists() else ()
+    return tt.behaviour_counts([(r.category, r.status, r.result) for r in records if r.id in ids])
+
+
 # -- one model --------------------------------------------------------------------------------------
 
 
@@ -261,6 +270,7 @@ def measure(
         seconds.setdefault("bfcl_multi", (float((multi / "bench.seconds").read_text()), True))
     result = {
         "bfcl": {s: valid_by_category(single[s] / "results.jsonl", SingleResult, st_ids) for s in args.styles},
+        "behaviour": {s: behaviours(single[s] / "results.jsonl", st_ids) for s in args.styles},
         "multi": valid_by_category(multi / "results.jsonl", BfclResult, set(mt_ids)) if mt_ids else {},
         "heldout": {},
     }
@@ -372,7 +382,9 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
             lines += other_half_verdicts(rows, results, labels[VARIANTS], base)
         if not trained:
             lines.append("- none: no trained model measured yet")
-        lines.append("")
+        behaviour = {m: r["behaviour"][style] for m, r in results.items()}
+        lines += ["", f"What each model did (`{style}`; `transfer_table.behaviour`), whatever BFCL's checker said:", ""]
+        lines += [tt.format_behaviours(behaviour, labels), ""]
     mt = info["multi_turn"]
     lines += [
         "## Settings, machine, time",

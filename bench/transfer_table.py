@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from astra_foundation.stats import format_mean_se, mean_se
+from env_registry.answer_channel import INABILITY
 
 SIMPLE = ("simple_python", "simple_java", "simple_javascript")
 NON_LIVE_OTHER = ("multiple", "parallel", "parallel_multiple")
@@ -154,3 +155,45 @@ def verdicts(rows: Sequence[Row], trained: str, label: str) -> list[str]:
     else:
         out.append(f"- {label}, no BFCL category lowered beyond 2 SE: met")
     return out
+
+
+# What a model did on an entry, whatever BFCL's checker says of it: a score tells that the other
+# half of tool use changed something, these counts tell what (asked where it should have called?).
+BEHAVIOURS = ("call", "ask", "decline", "malformed call", "other text", "error")
+GROUPS = ("should call", "should not call")
+
+
+def behaviour(status: str, result: object) -> str:
+    """One of BEHAVIOURS for a single-turn result: decoded calls (a list) are a call; text that
+    declares an inability (the answer channel's words) a decline; text holding a call block BFCL
+    could not decode a malformed call; text ending in a question an ask."""
+    if status != "scored":
+        return "error"
+    if isinstance(result, list):
+        return "call"
+    text = str(result or "")
+    if INABILITY in text.casefold():
+        return "decline"
+    if "<tool_call>" in text or '"arguments"' in text:
+        return "malformed call"
+    return "ask" if text.rstrip().endswith("?") else "other text"
+
+
+def behaviour_counts(entries: Sequence[tuple[str, str, object]]) -> dict[str, dict[str, int]]:
+    """(category, status, result) entries -> group -> behaviour -> count; an irrelevance entry
+    should not call, every other single-turn entry should."""
+    out = {g: dict.fromkeys(BEHAVIOURS, 0) for g in GROUPS}
+    for category, status, result in entries:
+        out[GROUPS[category in IRRELEVANCE]][behaviour(status, result)] += 1
+    return out
+
+
+def format_behaviours(counts: Mapping[str, Mapping[str, Mapping[str, int]]], labels: Mapping[str, str]) -> str:
+    """Markdown: one line per model and group, each behaviour as count (% of the group)."""
+    lines = ["| model | entries | n | " + " | ".join(BEHAVIOURS) + " |", "|---|---|---:|" + "---:|" * len(BEHAVIOURS)]
+    for model, groups in counts.items():
+        for group in GROUPS:
+            n = sum(groups[group].values())
+            cells = [f"{groups[group][b]} ({100 * groups[group][b] / n:.0f}%)" if n else "0" for b in BEHAVIOURS]
+            lines.append(f"| {labels.get(model, model)} | {group} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

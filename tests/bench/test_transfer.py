@@ -250,3 +250,33 @@ def test_the_other_half_verdicts_compare_irrelevance_with_base_and_held_out_with
     assert "MISSED" in said.splitlines()[-1]
     said = "\n".join(transfer.other_half_verdicts(rows, results, "mix", "sft"))
     assert "n/a (reference sft)" in said
+
+
+def test_what_a_model_did_is_counted_per_group_from_its_results():
+    """Outputs seen in the other-half run (runs of bench/transfer.py): a decoded call, an ask where
+    the values were in the question, a declared inability, a call block BFCL could not decode."""
+    entries = [
+        ("simple_python", "scored", [{"get_song_lyrics": '{"song_title": "Bohemian Rhapsody"}'}]),
+        (
+            "simple_javascript",
+            "scored",
+            "To look this up I need to know which one you mean. Which is the list element?",
+        ),
+        ("simple_java", "scored", '<tool_call>\n{"name": "f", "arguments": {"a": x}}\n</tool_call>'),
+        ("live_simple", "error", None),
+        ("irrelevance", "scored", "<answer>cannot answer: no tool gives the weather</answer>"),
+        ("live_irrelevance", "scored", "Paris is the capital of France."),
+        ("irrelevance", "scored", [{"f": "{}"}]),
+    ]
+    counts = tt.behaviour_counts(entries)
+    assert counts["should call"] == {
+        "call": 1,
+        "ask": 1,
+        "decline": 0,
+        "malformed call": 1,
+        "other text": 0,
+        "error": 1,
+    }
+    assert counts["should not call"] == {"call": 1, "ask": 0, "decline": 1, "malformed call": 0, "other text": 1, "error": 0}  # fmt: skip
+    table = tt.format_behaviours({"sft": counts}, {"sft": "SFT"})
+    assert "| SFT | should call | 4 | 1 (25%) | 1 (25%) | 0 (0%) | 1 (25%) | 0 (0%) | 1 (25%) |" in table
