@@ -35,7 +35,7 @@ Measurements, each model in turn:
 
 The table: per BFCL category and aggregate (as BFCL's `generate_leaderboard_csv` computes them;
 "Single-turn overall" is BFCL's overall restricted to its single-turn parts), per held-out split:
-n, each model's score, and trained - base ± SE, paired over entries (bench/transfer_table.py).
+n, each model's score, and trained - reference ± SE, paired over entries (bench/transfer_table.py).
 Differences are against `--reference` (default the base model). Targets (issues 33, 49): a trained
 model raises single-turn overall beyond 2 SE and lowers no category beyond 2 SE; with the other
 half, irrelevance stays within 2 SE of base while Non-Live Simple rises beyond 2 SE, and held-out F1
@@ -561,12 +561,26 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def claim_folder(out: Path, base_model: str | None) -> None:
+    """A run folder holds the measurements of one base model: stages are reused by folder, so a
+    rerun with another `--base-model` would silently get the first model's checkpoints and scores."""
+    wanted = str(Path(base_model).resolve()) if base_model else "SmolLM2-135M-Instruct (built in)"
+    mark = out / "base_model.txt"
+    if mark.exists() and (held := mark.read_text().strip()) != wanted:
+        raise SystemExit(
+            f"bench/transfer.py: {out} holds the measurements of base model {held}, not {wanted}; "
+            "give this base model its own --out"
+        )
+    mark.write_text(wanted + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     from astra_verl.eval import bfcl_single as bs
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, args.base_model)
     t0 = time.perf_counter()
     train_lines: list[str] = []
     budget = args.max_model_len - args.max_tokens

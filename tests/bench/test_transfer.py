@@ -280,3 +280,11 @@ def test_what_a_model_did_is_counted_per_group_from_its_results():
     assert counts["should not call"] == {"call": 1, "ask": 0, "decline": 1, "malformed call": 0, "other text": 1, "error": 0}  # fmt: skip
     table = tt.format_behaviours({"sft": counts}, {"sft": "SFT"})
     assert "| SFT | should call | 4 | 1 (25%) | 1 (25%) | 0 (0%) | 1 (25%) | 0 (0%) | 1 (25%) |" in table
+
+
+def test_a_run_folder_refuses_another_base_model(tmp_path):
+    """Stages are reused by folder: a Qwen run in SmolLM2's folder would get SmolLM2's scores."""
+    transfer.claim_folder(tmp_path, None)
+    transfer.claim_folder(tmp_path, None)  # the same model again: reused
+    with pytest.raises(SystemExit, match=r"holds the measurements of base model SmolLM2.*its own --out"):
+        transfer.claim_folder(tmp_path, str(tmp_path / "qwen"))
