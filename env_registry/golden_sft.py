@@ -45,8 +45,8 @@ and learns the correction, not the mistake. Which rows, which call and which kin
 `Recovery.seed` and the environment id only, so a rerun writes the same data.
 
 Each row is an `env_registry.sft_record.SFTRecord`, the row `data_synth traj export` writes too:
-`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or ""), `no_tool` (a twin),
-`variant` (the environment's, `EnvSpec.variant`) and `sft_version`;
+`messages`, `tools` (JSON text), plus `env_id`, `recovery` (the kind, or ""), `irrelevant_tools`
+(a no-tool twin), `variant` (the environment's, `EnvSpec.variant`) and `sft_version`;
 verl reads it with `astra_verl.training.sft_dataset.TrajSFTDataset` (the `astra_sft*` recipes set it).
 This is the laptop stand-in for trajectory synthesis: it needs no LLM, and it is what `make demo`
 fine-tunes the tiny model on before GRPO, so that the policy emits real tool calls.
@@ -153,7 +153,7 @@ class GoldenSummary:
     rows: int = 0
     recovery: Counter = field(default_factory=Counter)  # kind -> rows
     fallbacks: Counter = field(default_factory=Counter)  # "wanted->given" -> rows
-    no_tool: int = 0  # no-tool twins written after the golden rows
+    irrelevant_tools: int = 0  # no-tool twins (rows with `irrelevant_tools`) written after the golden rows
     variants: Counter = field(default_factory=Counter)  # variant -> golden rows (issue 49)
 
     def describe(self) -> str:
@@ -161,8 +161,8 @@ class GoldenSummary:
         text = (
             f"{self.rows} conversations, {sum(self.recovery.values())} with a failed call and its correction ({kinds})"
         )
-        if self.no_tool:
-            text += f", plus {self.no_tool} no-tool twins (other domains' tools, answered without a call)"
+        if self.irrelevant_tools:
+            text += f", plus {self.irrelevant_tools} no-tool twins (other domains' tools, answered without a call)"
         if set(self.variants) - {"answerable"}:
             text += "; variants: " + ", ".join(f"{k} {n}" for k, n in sorted(self.variants.items()))
         if self.fallbacks:
@@ -318,16 +318,16 @@ def conversation(plan: GoldenPlan, outputs: list[Any]) -> dict[str, Any]:
     # the prose answer, then the channel: the only part of it the reward reads (docs/reward.md)
     messages.append({"role": "assistant", "content": final_message(plan.env)})
     recovery = attempt.kind if attempt is not None else ""
-    return sft_row(messages, plan.tools, plan.env.id, recovery=recovery, variant=plan.env.variant.value)
+    return sft_row(messages, plan.tools, plan.env.id, plan.env.variant, recovery=recovery)
 
 
 def sft_row(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]],
     env_id: str,
+    variant: Variant,
     recovery: str = "",
-    no_tool: bool = False,
-    variant: str = "answerable",
+    irrelevant_tools: bool = False,
 ) -> dict[str, Any]:
     """One row of the SFT parquet: an `SFTRecord` (the module docstring lists its columns)."""
     record = SFTRecord.build(
@@ -336,7 +336,7 @@ def sft_row(
         tools,
         env_id=env_id,
         recovery=recovery,
-        no_tool=no_tool,
+        irrelevant_tools=irrelevant_tools,
         variant=variant,
     )
     return record.row()
@@ -371,7 +371,7 @@ def no_tool_twins(plans: Sequence[GoldenPlan], no_tool: NoTool) -> list[dict[str
         tools = [pool[n] for n in rng.sample(sorted(pool), min(len(plan.tools), len(pool)))]
         names = [t["function"]["name"] for t in tools]
         messages = [dict(m) for m in plan.row["prompt"]] + [{"role": "assistant", "content": no_tool_reply(names)}]
-        twins.append(sft_row(messages, tools, plan.env.id, no_tool=True))
+        twins.append(sft_row(messages, tools, plan.env.id, plan.env.variant, irrelevant_tools=True))
     return twins
 
 
@@ -427,7 +427,7 @@ def golden_rows(
     summary.recovery.update(p.attempt.kind for p in plans if p.attempt is not None)
     rows = [conversation(p, out) for p, out in zip(plans, outputs, strict=True)]
     twins = no_tool_twins(plans, no_tool or NoTool())
-    summary.no_tool = len(twins)
+    summary.irrelevant_tools = len(twins)
     return rows + twins, summary
 
 

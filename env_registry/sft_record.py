@@ -13,18 +13,23 @@ Columns (`SFTRecord`; a column only some writers fill is null, or its default, i
                     `tool_call_id` and `name`; an assistant message with `weight: 0` is context, not a target
     tools           JSON text of the OpenAI tools list the conversation had (parquet would merge every
                     tool's parameters into one struct; `astra_verl.training.sft_dataset` decodes it)
-    variant         golden: the environment's (`EnvSpec.variant`); traj export: the task's augmentation
-                    variant; import-astra: "imported"
+    variant         golden: the environment's (`env_registry.spec.Variant`, its right behaviour; a twin's
+                    is its environment's, answerable); null in the other writers' rows
+    augmentation    traj export: the task's augmentation mode (`data_synth.traj.records.Augmentation`:
+                    base, diverse, complicate, persona); null in the other writers' rows
     num_tool_calls  the calls the conversation makes
-    env_id, recovery, no_tool           golden only: the environment, the failed-call kind shown (or ""),
-                                        a no-tool twin
+    env_id, recovery, irrelevant_tools  golden only: the environment, the failed-call kind shown (or ""),
+                                        a twin that shows only other domains' tools and answers without
+                                        a call (`export-sft --no-tool-share`; not the `no_tool` variant)
     server_id, task_id, source, score   traj export and import-astra: the tool server, the task (or the
                                         conversation's content id), where it came from, the judge's score
     sft_version     `SFT_VERSION`: the reader (`astra_verl.training.sft_dataset.TrajSFTDataset`) refuses a
                     row of any other version, naming the commands above to write it again
 
 Versions: 1 was `traj export`'s and `import-astra`'s own row; 2-4 golden's (3 added `no_tool`, 4
-`variant`); 5 is this one record for all three.
+`variant`); 5 is this one record for all three; 6 gives each name one meaning: `variant` is only the
+environment's (traj export's augmentation mode moved to `augmentation`, import-astra's "imported" to
+null: `source` says it) and `no_tool` is `irrelevant_tools` (a `no_tool` variant is another thing).
 """
 
 from __future__ import annotations
@@ -32,12 +37,13 @@ from __future__ import annotations
 import json
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from astra_foundation.errors import UserError
 from astra_foundation.strict import SettingsError, StrictModel
+from env_registry.spec import Variant
 
-SFT_VERSION = 5  # one record for the three writers (issue 46); see the module docstring for the history
+SFT_VERSION = 6  # 6: `variant`, `augmentation`, `irrelevant_tools`; see the module docstring for the history
 
 RecoveryKind = Literal["wrong_argument", "unknown_tool", "malformed"]
 
@@ -85,15 +91,17 @@ class SFTMessage(StrictModel):
 class SFTRecord(StrictModel):
     """One SFT parquet row (the module docstring says which writer fills which column)."""
 
+    model_config = ConfigDict(use_enum_values=True)  # `variant` is the enum's text, in the row as on the wire
     section = "SFT row"
 
     messages: list[SFTMessage] = Field(min_length=1)
     tools: str
-    variant: str
+    variant: Variant | None = Field(default=None, strict=False)  # the environment's; read back as its text
+    augmentation: str | None = None  # the trajectory task's augmentation mode
     num_tool_calls: int = Field(ge=0)
     env_id: str | None = None
     recovery: RecoveryKind | Literal[""] = ""  # "": no failed call shown
-    no_tool: bool = False
+    irrelevant_tools: bool = False  # a golden twin: other domains' tools only, answered without a call
     server_id: str | None = None
     task_id: str | None = None
     source: str | None = None
@@ -132,3 +140,13 @@ def check_version(found: Any, file: str, row: int) -> None:
         f"{file}: row {row} {had}; this reader expects sft_version {SFT_VERSION} "
         f"(env_registry/sft_record.py); {REEXPORT}"
     )
+
+
+def check_row(row: dict[str, Any], file: str, index: int) -> SFTRecord:
+    """The record of a row read back from `file` (its record's columns; a column the record does not
+    know, such as pandas' index, is not read), or a `SettingsError` naming the file, the row and
+    what does not fit (the message and its key, e.g. a `weight` other than 0 or 1)."""
+    try:
+        return SFTRecord(**{k: v for k, v in row.items() if k in SFTRecord.model_fields})
+    except SettingsError as exc:
+        raise SettingsError(f"{file}: row {index}: {exc}") from exc

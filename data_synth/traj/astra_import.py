@@ -407,7 +407,6 @@ def sft_row(conv: Conversation, row: SourceRow) -> dict[str, Any]:
         server_id=conv.server,
         task_id=content_id(conv.messages),
         source=f"{conv.format}:{row.label}",
-        variant="imported",
     )
     return record.row()
 

@@ -7,7 +7,7 @@ trajectories (docs/method.md §1). Every step is resumable: rerun the same comma
     chains            weighted acyclic random walks, 2..5 tools, capped per start tool
     verify            majority vote + back-translation; failing chains are dropped
     tasks             chain-conditioned and server-only queries
-    augment           diverse / complicate / persona variants
+    augment           diverse / complicate / persona augmentations
     score             LLM quality grades, per-dimension thresholds
     interact          agent with function calling vs simulated (or MCP) tools
     judge             seven-dimension reward filter (fail closed)
@@ -60,7 +60,7 @@ STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "chains": ("weighted random walks over the graphs", ()),
     "verify": ("majority vote + back-translation of each chain", (_LLM,)),
     "tasks": ("chain-conditioned and server-only queries", (_LLM,)),
-    "augment": ("diverse / complicate / persona variants", (_LLM,)),
+    "augment": ("diverse / complicate / persona augmentations", (_LLM,)),
     "score": ("LLM quality grades, per-dimension thresholds", (_LLM,)),
     "interact": ("agent with function calling vs simulated (or MCP) tools", (_LLM, _AGENT)),
     "judge": ("seven-dimension reward filter", (_LLM, _JUDGE)),

@@ -8,7 +8,8 @@ every SFT writer builds, with its `SFT_VERSION`):
                  with `arguments` the JSON text the model wrote (chat templates accept text)
     tools        JSON text of the OpenAI tools list the agent had (`env_registry/sft_record.py` says
                  why text; `astra_verl.training.sft_dataset` is the dataset class that reads it)
-    server_id, task_id, source, variant, score, num_tool_calls, sft_version
+    server_id, task_id, source, augmentation (the task's: base, diverse, complicate, persona), score,
+    num_tool_calls, sft_version (`variant`, an environment's, is null here)
 
 `trajectories.jsonl`: every trajectory the interaction produced, with its judgement (or the
 judge's rejection reason and detail), for inspection and re-filtering.
@@ -65,7 +66,7 @@ def sft_row(item: JudgedTrajectory, cfg: SFTExportConfig) -> dict[str, Any]:
         server_id=t.server_id,
         task_id=t.task.key,
         source=t.task.source,
-        variant=t.task.variant,
+        augmentation=t.task.augmentation,
         score=item.judgement.score,
     )
     return record.row()

@@ -4,8 +4,8 @@
     traj.graph      Server         -> GraphRecord       key: server id
     traj.chains     GraphRecord    -> [Chain]           key: chain id (hash of server id + tools)
     traj.verify     Chain          -> VerifiedChain     key: chain id
-    traj.tasks      TaskSeed       -> [Task]            key: task id (hash of server, query, variant)
-    traj.augment    AugmentJob     -> Task              key: task id of the variant
+    traj.tasks      TaskSeed       -> [Task]            key: task id (hash of server, query, augmentation)
+    traj.augment    AugmentJob     -> Task              key: task id of the augmented task
     traj.score      Task           -> ScoredTask        key: task id
     traj.interact   ScoredTask     -> Trajectory        key: task id
     traj.judge      Trajectory     -> JudgedTrajectory  key: task id
@@ -22,7 +22,7 @@ import json
 from typing import Any, Literal
 
 import networkx as nx
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from astra_foundation.strict import RecordModel
 from data_synth.pipeline import Record
@@ -197,7 +197,9 @@ class VerifiedChain(Record):
 
 # -- tasks --------------------------------------------------------------------------------
 TaskSource = Literal["chain", "server"]
-Variant = Literal["base", "diverse", "complicate", "persona"]
+# How a task was written: a base task, or one of its augmentations (`traj.augment`'s modes). Not an
+# environment's `env_registry.spec.Variant` (its right behaviour): another word for another thing.
+Augmentation = Literal["base", "diverse", "complicate", "persona"]
 
 
 class TaskSeed(Record):
@@ -212,21 +214,25 @@ class TaskSeed(Record):
 
 class Task(Record):
     """A user query. `tools` is what it should need: the chain for chain tasks, the model's own
-    list for server-only tasks (1..3). `parent` is the base task of a variant."""
+    list for server-only tasks (1..3). `augmentation` says how it was written; `parent` is the base
+    task of an augmented one.
+
+    `augmentation` was `variant` until 2026-12: records on disk that say `variant` still read (a
+    validation alias; the value, and with it the key, is the same), new ones say `augmentation`."""
 
     server_id: str
     source: TaskSource
     chain_id: str | None = None
     tools: list[str]
     query: str
-    variant: Variant = "base"
+    augmentation: Augmentation = Field("base", validation_alias=AliasChoices("augmentation", "variant"))
     parent: str | None = None
     persona_id: str | None = None
     prompt: str
 
     @classmethod
     def create(cls, **fields: Any) -> Task:
-        key = content_id(fields["server_id"], fields["query"], fields.get("variant", "base"), fields.get("parent"))
+        key = content_id(fields["server_id"], fields["query"], fields.get("augmentation", "base"), fields.get("parent"))
         return cls(key=key, **fields)
 
 

@@ -9,7 +9,7 @@ rerun: finished records are skipped, unfinished ones (and `error` ones) are redo
     traj.chains   traj.graph outputs     traj.verify   traj.chains outputs
     traj.tasks    one seed per verified chain and one per server
     traj.augment  one job per (base task, mode)
-    traj.score    base tasks and variants
+    traj.score    base tasks and augmented tasks
     traj.interact traj.score outputs     traj.judge    traj.interact outputs
     export        traj.judge outputs -> sft.parquet, trajectories.jsonl, funnel.json, report
 """
@@ -184,8 +184,8 @@ class Runner:
         return await self._run(S.AugmentStep(self.cfg.tasks), self.augment_jobs())
 
     def all_tasks(self) -> list[Task]:
-        variants = read_outputs(self.run_dir, "traj.augment", Task)
-        return _unique(self.base_tasks() + variants)
+        augmented = read_outputs(self.run_dir, "traj.augment", Task)
+        return _unique(self.base_tasks() + augmented)
 
     async def score(self) -> RunStats:
         return await self._run(S.ScoreStep(self.cfg.tasks), self.all_tasks())

@@ -184,7 +184,7 @@ class AugmentStep(Step[AugmentJob, Task]):
             chain_id=base.chain_id,
             tools=base.tools,
             query=query,
-            variant=record.mode,
+            augmentation=record.mode,
             parent=base.key,
             persona_id=persona.id if persona else None,
             prompt=load_prompt(f"traj/augment_{record.mode}").tag,

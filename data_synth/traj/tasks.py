@@ -7,9 +7,9 @@ apply no threshold: **fix**).
   each with the tools it needs (names checked against the server).
 - Every query passes `query_checks.check_query` (names no tool, asks for execution); a reply
   whose queries all fail goes back to the model once, then the input is rejected.
-- *Augmentation*: each base task gets one variant per mode in `augment` (`diverse`,
-  `complicate`, `persona`); the persona is picked from the personas file deterministically by
-  the task's id. A failed variant is dropped with its reason, the base task stays.
+- *Augmentation*: each base task gets one augmented task per mode in `augment` (`diverse`,
+  `complicate`, `persona`: its `Task.augmentation`); the persona is picked from the personas file
+  deterministically by the task's id. A failed augmentation is dropped with its reason, the base task stays.
 - *Quality*: `score_task` grades question quality, scenario realism and tool necessity on 1..5;
   a task is kept when every dimension reaches its threshold (`thresholds`). A missing or
   out-of-range grade is an unusable judgement: the task is rejected (fail closed).
@@ -157,7 +157,7 @@ async def server_tasks(client: LLMClient, server: Server, n: int) -> tuple[list[
 
 
 async def augment(client: LLMClient, server: Server, query: str, mode: str, persona: Persona | None) -> str:
-    """One variant of `query`. Raises `LLMOutputError` when unusable."""
+    """One augmentation of `query`. Raises `LLMOutputError` when unusable."""
     values: dict[str, Any] = {"query": query}
     if mode == "persona":
         if persona is None:

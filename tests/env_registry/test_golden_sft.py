@@ -130,7 +130,7 @@ def test_no_tool_twins_show_only_other_domains_tools_and_make_no_call(rl_parquet
     rows, summary = golden_rows(rl_parquet, Recovery(share=0), no_tool=NoTool(share=0.5, seed=1))
     assert rows[: len(golden)] == golden  # the golden rows are untouched; the twins come after
     twins = rows[len(golden) :]
-    assert len(twins) == summary.no_tool == round(0.5 * len(golden)) > 0
+    assert len(twins) == summary.irrelevant_tools == round(0.5 * len(golden)) > 0
     by_id = {e.id: e for e in envs}
     domain_of = {t.name: e.domain for e in envs for t in e.tools}
     for twin in twins:
@@ -139,7 +139,8 @@ def test_no_tool_twins_show_only_other_domains_tools_and_make_no_call(rl_parquet
         assert shown and not set(shown) & {t.name for t in env.tools}
         assert all(domain_of[n] != env.domain for n in shown)
         reply = twin["messages"][-1]
-        assert twin["no_tool"] and reply["role"] == "assistant" and not reply.get("tool_calls")
+        assert twin["irrelevant_tools"] and reply["role"] == "assistant" and not reply.get("tool_calls")
+        assert twin["variant"] == env.variant.value == "answerable"  # the environment's, not the twin's behaviour
         assert all(n in reply["content"] for n in shown) and "<tool_call>" not in reply["content"]
         original = next(r for r in golden if r["env_id"] == env.id)
         assert twin["messages"][:-1] == original["messages"][: len(twin["messages"]) - 1]  # the same prompt
@@ -153,7 +154,7 @@ def test_a_no_tool_twin_trains_the_reply_without_a_call(tmp_path, rl_parquet, ti
     path = tmp_path / "sft.parquet"
     summary = write_golden_sft(rl_parquet, path, Recovery(share=0), no_tool=NoTool(share=1.0))
     table = pd.read_parquet(path)
-    assert summary.no_tool == summary.rows and len(table) == 2 * summary.rows
+    assert summary.irrelevant_tools == summary.rows and len(table) == 2 * summary.rows
     dataset = TrajSFTDataset(str(path), tiny_tokenizer, {"max_length": 4096})
     item = dataset[summary.rows]  # the first twin
     live = item["attention_mask"].bool()

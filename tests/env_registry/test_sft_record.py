@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from astra_foundation.strict import SettingsError
 from data_synth.traj import astra_import, export_sft
@@ -16,6 +17,7 @@ from data_synth.traj.records import JudgedTrajectory, Judgement, Task, Trajector
 from env_registry import golden_sft
 from env_registry.importers.sources import SourceRow
 from env_registry.sft_record import SFT_VERSION, SFTRecord
+from env_registry.spec import Variant
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = [{"type": "function", "function": {"name": "ls", "description": "List", "parameters": {"type": "object"}}}]
@@ -29,7 +31,7 @@ MESSAGES = [
 
 
 def _golden() -> dict:
-    return golden_sft.sft_row(MESSAGES, TOOLS, "env-1", recovery="malformed", variant="answerable")
+    return golden_sft.sft_row(MESSAGES, TOOLS, "env-1", Variant.ANSWERABLE, recovery="malformed")
 
 
 def _exported() -> dict:
@@ -61,7 +63,31 @@ def test_the_writers_fill_their_own_columns():
     golden, exported, imported = _golden(), _exported(), _imported()
     assert (golden["env_id"], golden["recovery"], golden["server_id"]) == ("env-1", "malformed", None)
     assert (exported["server_id"], exported["score"], exported["env_id"]) == ("fs", 1.0, None)
-    assert (imported["variant"], imported["source"], imported["score"]) == ("imported", "openai:in.jsonl:1", None)
+    assert (imported["source"], imported["score"]) == ("openai:in.jsonl:1", None)
+    # one word, one meaning (sft_version 6): `variant` is the environment's, golden's only; the
+    # trajectory task's augmentation mode is `augmentation`; a twin is `irrelevant_tools`
+    assert (golden["variant"], golden["augmentation"], golden["irrelevant_tools"]) == ("answerable", None, False)
+    assert (exported["variant"], exported["augmentation"]) == (None, "base")
+    assert (imported["variant"], imported["augmentation"]) == (None, None)
+
+
+@pytest.mark.parametrize("value", ["imported", "diverse"])
+def test_variant_is_only_an_environments_variant(value):
+    with pytest.raises(SettingsError, match=rf"SFT row.variant must be one of 'answerable', .*, got '{value}'"):
+        SFTRecord(**{**_golden(), "variant": value})
+
+
+def test_a_task_written_when_augmentation_was_called_variant_still_reads_with_its_key():
+    """`Task.variant` became `augmentation` without a record version bump: the value and the key are
+    the same, so a validation alias reads the old records and run folders stay resumable."""
+    new = Task.create(
+        server_id="fs", source="chain", tools=["ls"], query="List it.", prompt="p@v1", augmentation="persona"
+    )
+    old = {k: v for k, v in new.model_dump(mode="json").items() if k != "augmentation"} | {"variant": "persona"}
+    assert Task.model_validate(old) == new
+    assert "augmentation" in new.model_dump() and "variant" not in new.model_dump()
+    with pytest.raises(ValidationError, match="variant"):  # both names at once: the old one is an unknown key
+        Task.model_validate({**old, "augmentation": "persona"})
 
 
 def test_unknown_columns_and_message_keys_are_refused():
@@ -74,7 +100,7 @@ def test_unknown_columns_and_message_keys_are_refused():
 def test_a_writer_that_builds_a_bad_row_is_named_with_the_conversation():
     bad = [*MESSAGES[:-1], {"role": "assistant", "content": "a.txt", "weight": 2}]
     with pytest.raises(SettingsError, match=r"golden demonstration of environment env-1: .*weight.*a writer's bug"):
-        golden_sft.sft_row(bad, TOOLS, "env-1")
+        golden_sft.sft_row(bad, TOOLS, "env-1", Variant.ANSWERABLE)
 
 
 def test_there_is_one_sft_version_constant():

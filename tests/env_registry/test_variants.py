@@ -183,7 +183,7 @@ def test_export_sft_demonstrates_each_variant(exported, mixed):
         env, messages = by_id[row["env_id"]], row["messages"]
         calls = [m for m in messages if m.get("tool_calls") and m.get("weight", 1)]
         final = messages[-1]["content"]
-        if row["no_tool"]:
+        if row["irrelevant_tools"]:
             assert env.variant is Variant.ANSWERABLE and not calls
             continue
         assert row["variant"] == env.variant.value
