@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from astra_foundation.stats import format_mean_se, mean_se
-from env_registry.answer_channel import INABILITY
+from env_registry.answer_channel import DECLINE_PROSE, INABILITY
 
 SIMPLE = ("simple_python", "simple_java", "simple_javascript")
 NON_LIVE_OTHER = ("multiple", "parallel", "parallel_multiple")
@@ -165,14 +165,14 @@ GROUPS = ("should call", "should not call")
 
 def behaviour(status: str, result: object) -> str:
     """One of BEHAVIOURS for a single-turn result: decoded calls (a list) are a call; text that
-    declares an inability (the answer channel's words) a decline; text holding a call block BFCL
+    declares an inability (the answer channel's words, or the golden answer's prose before them) a decline; text holding a call block BFCL
     could not decode a malformed call; text ending in a question an ask."""
     if status != "scored":
         return "error"
     if isinstance(result, list):
         return "call"
     text = str(result or "")
-    if INABILITY in text.casefold():
+    if INABILITY in text.casefold() or DECLINE_PROSE.casefold() in text.casefold():
         return "decline"
     if "<tool_call>" in text or '"arguments"' in text:
         return "malformed call"

@@ -63,6 +63,9 @@ __all__ = [
 
 OPEN, CLOSE = "<answer>", "</answer>"
 INABILITY = "cannot answer:"  # then the missing capability: "cannot answer: no tool gives exchange rates"
+# the prose before the channel of a declining golden answer (`final_message`); a model trained on it
+# may say only this, so what reads a model's behaviour looks for both
+DECLINE_PROSE = "I cannot answer this with the tools I have:"
 MAX_WORDS = 12
 _CHANNEL = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 _QUESTION = re.compile(r"[?？¿]")
@@ -462,5 +465,5 @@ def final_message(spec: EnvSpec) -> str:
     value = channel_value(spec)
     if is_inability(value):
         capability = value.strip()[len(INABILITY) :].strip()
-        return f"I cannot answer this with the tools I have: {capability}.\n{channel(value)}"
+        return f"{DECLINE_PROSE} {capability}.\n{channel(value)}"
     return f"{spec.final_answer}\n{channel(value)}"

@@ -266,6 +266,7 @@ def test_what_a_model_did_is_counted_per_group_from_its_results():
         ("live_simple", "error", None),
         ("irrelevance", "scored", "<answer>cannot answer: no tool gives the weather</answer>"),
         ("live_irrelevance", "scored", "Paris is the capital of France."),
+        ("irrelevance", "scored", "I cannot answer this with the tools I have: no tool for this."),
         ("irrelevance", "scored", [{"f": "{}"}]),
     ]
     counts = tt.behaviour_counts(entries)
@@ -277,7 +278,7 @@ def test_what_a_model_did_is_counted_per_group_from_its_results():
         "other text": 0,
         "error": 1,
     }
-    assert counts["should not call"] == {"call": 1, "ask": 0, "decline": 1, "malformed call": 0, "other text": 1, "error": 0}  # fmt: skip
+    assert counts["should not call"] == {"call": 1, "ask": 0, "decline": 2, "malformed call": 0, "other text": 1, "error": 0}  # fmt: skip
     table = tt.format_behaviours({"sft": counts}, {"sft": "SFT"})
     assert "| SFT | should call | 4 | 1 (25%) | 1 (25%) | 0 (0%) | 1 (25%) | 0 (0%) | 1 (25%) |" in table
 
