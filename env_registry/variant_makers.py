@@ -2,8 +2,8 @@
 is another (`env_registry.variants` says what each variant is).
 
 Each maker is a pure function of an answerable `EnvSpec` and what its family knows of its own
-tools (`VariantHints`): the variant, or a `Refusal` saying why that environment cannot carry it
-(a few fixed reasons, so a caller can count them). They take away, never invent: a tool
+tools (`VariantHints`): the variant, or a `CannotCarry` saying why that environment cannot
+carry it (one of a few fixed reasons, an enum, so a caller can count them). They take away, never invent: a tool
 removed, a value moved from the question to the scripted user, the question replaced by a
 sub-question that states its inputs.
 
@@ -19,14 +19,16 @@ What a maker needs to know about a family comes from data, never from the family
   (`call_key.derive_call_key`, as for synthesized tools; ASTRA's imported tools declare none);
 - hop levels: as stated, else as the dependencies imply (imported traces state none).
 
-The procedural family's makers (`families._variants`) are these with its tables; `python -m
-env_registry derive-variants` applies them to a store's environments of every family.
+The procedural family's makers (`families._variants.PROCEDURAL_MAKERS`) are these with its
+tables; `python -m env_registry derive-variants` applies them to a store's environments of every
+family, each with its family's hints (`env_registry.families.variant_hints`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from enum import Enum
 
 from pydantic import Field
 
@@ -36,7 +38,7 @@ from env_registry.call_key import derive_call_key
 from env_registry.matching import answer_in_text
 from env_registry.spec import VARIANT_SPEC_VERSION, EnvSpec, ScenarioType, ScriptedUser, SubQuestion, ToolSpec, Variant
 
-__all__ = ["MAKERS", "Refusal", "VariantHints", "make"]
+__all__ = ["MAKERS", "CannotCarry", "VariantHints", "make"]
 
 _OTHERWISE = "I don't know anything else about it; that is all I can tell you."
 
@@ -52,12 +54,24 @@ class VariantHints(StrictModel):
     )
 
 
-class Refusal(StrictModel):
-    """Why an environment cannot carry a variant."""
+class CannotCarry(str, Enum):
+    """Why an environment cannot carry a variant: the fixed reasons a maker gives instead of one
+    (the value is what `derive-variants` prints)."""
 
-    section = "variant refusal"
-
-    reason: str
+    NOT_ANSWERABLE = "not an answerable environment"
+    NO_TRACE = "no sub-question trace"
+    NO_TOOL_STEP = "no step needs a tool"
+    ONE_HOP = "one hop: no earlier step to keep"
+    SEVERAL_LAST_STEPS = "several steps at the deepest hop"
+    LAST_TOOL_SHARED = "the last step's tool serves another step too"
+    LAST_TOOL_COMPUTES = "the last step's tool only computes (the agent could do it)"
+    ROOT_NEEDS_TOOL = "the root needs a tool"
+    ROOT_HIDES_INPUTS = "the root's question does not state its inputs"
+    PARALLEL = "parallel: several entities, which one would the user hold?"
+    NOT_ONE_FIRST_STEP = "not exactly one first step"
+    NO_IDENTIFYING_PARAMETER = "the first step's tool has no identifying parameter"
+    NO_GOLDEN_CALL = "the first step's tool has no golden call"
+    VALUE_NOT_STATED_ONCE = "no identifying value is stated once, as a whole word, in the question"
 
 
 def _capability(q: SubQuestion) -> str:
@@ -92,11 +106,11 @@ def _first_steps(env: EnvSpec) -> list[SubQuestion]:
     return [q for q in env.sub_questions if q.needs_tool and not q.depends_on]
 
 
-def unanswerable(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
+def unanswerable(env: EnvSpec, hints: VariantHints) -> EnvSpec | CannotCarry:
     """Every first step's tool removed: no step can be done; the later steps' tools stay offered."""
     first = _first_steps(env)
     if not first:
-        return Refusal(reason="no step needs a tool")
+        return CannotCarry.NO_TOOL_STEP
     removed = {q.tool for q in first}
     root = _declining_root(first[0], [])
     tools = [_keep_answers(t, set()) for t in env.tools if t.name not in removed]
@@ -138,7 +152,7 @@ def _only_computes(tool: ToolSpec, hints: VariantHints) -> bool:
     return bool(tool.golden_calls) and all(given(p, v) for g in tool.golden_calls for p, v in g.args.items())
 
 
-def missing_function(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
+def missing_function(env: EnvSpec, hints: VariantHints) -> EnvSpec | CannotCarry:
     """The last step's tool removed (one step at the deepest hop, its tool used by no other, and
     one that looks data up: a tool that only computes does what the agent could do itself, so
     its absence would not make the question unanswerable)."""
@@ -147,13 +161,13 @@ def missing_function(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
     top = max((level[q.id] for q in steps), default=0)
     last = [q for q in steps if level[q.id] == top]
     if top < 2:
-        return Refusal(reason="one hop: no earlier step to keep")
+        return CannotCarry.ONE_HOP
     if len(last) != 1:
-        return Refusal(reason="several steps at the deepest hop")
+        return CannotCarry.SEVERAL_LAST_STEPS
     if sum(q.tool == last[0].tool for q in steps) != 1:
-        return Refusal(reason="the last step's tool serves another step too")
+        return CannotCarry.LAST_TOOL_SHARED
     if _only_computes(env.tool(last[0].tool or ""), hints):
-        return Refusal(reason="the last step's tool only computes (the agent could do it)")
+        return CannotCarry.LAST_TOOL_COMPUTES
     gone = _dependents(env, last[0].id)
     kept = [q for q in env.sub_questions if q.id not in gone]
     root = _declining_root(last[0], list(last[0].depends_on))
@@ -162,31 +176,33 @@ def missing_function(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
     return _variant(env, Variant.MISSING_FUNCTION, sub_questions=[*kept, root], tools=tools, final_answer=root.answer)
 
 
-def no_tool(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
+def no_tool(env: EnvSpec, hints: VariantHints) -> EnvSpec | CannotCarry:
     """The root leaf's own question, which states the values it is computed from, asked alone."""
     root_id = root_question(env.reward_target()).id
     root = next(q for q in env.sub_questions if q.id == root_id)
     by_id = {q.id: q for q in env.sub_questions}
     if root.needs_tool:
-        return Refusal(reason="the root needs a tool")
+        return CannotCarry.ROOT_NEEDS_TOOL
     if not all(answer_in_text(by_id[d].answer, root.question, by_id[d].match) for d in root.depends_on):
-        return Refusal(reason="the root's question does not state its inputs")
+        return CannotCarry.ROOT_HIDES_INPUTS
     alone = root.model_copy(update={"depends_on": [], "hop_level": None})
     tools = [_keep_answers(t, set()) for t in env.tools]  # offered, and not needed
     return _variant(env, Variant.NO_TOOL, question=root.question, sub_questions=[alone], tools=tools)
 
 
-def missing_value(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
+def missing_value(env: EnvSpec, hints: VariantHints) -> EnvSpec | CannotCarry:
     """The first step's entity taken out of the question; the scripted user holds it."""
     if env.scenario_type not in (ScenarioType.SINGLE_HOP, ScenarioType.MULTI_HOP):
-        return Refusal(reason="parallel: several entities, which one would the user hold?")
+        return CannotCarry.PARALLEL
     first = _first_steps(env)
     if len(first) != 1:
-        return Refusal(reason="not exactly one first step")
+        return CannotCarry.NOT_ONE_FIRST_STEP
     tool = env.tool(first[0].tool or "")
+    if not tool.golden_calls:  # an ASTRA-RL-1k row's tool under the plain rule, its call not recovered
+        return CannotCarry.NO_GOLDEN_CALL  # (no value the user could hold is known)
     key = tool.call_key or derive_call_key(tool)
     if key is None:
-        return Refusal(reason="the first step's tool has no identifying parameter")
+        return CannotCarry.NO_IDENTIFYING_PARAMETER
     golden = next((g for g in tool.golden_calls if first[0].id in g.answers), None) or tool.golden_calls[0]
     for param in key.params:
         value = golden.args.get(param)
@@ -198,7 +214,7 @@ def missing_value(env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
         question = question[:1].upper() + question[1:]
         user = ScriptedUser(missing=f"the {noun}", value=value, reply=f"The {noun} is {value}.", otherwise=_OTHERWISE)
         return _variant(env, Variant.MISSING_VALUE, question=question, user=user)
-    return Refusal(reason="no identifying value is stated once, as a whole word, in the question")
+    return CannotCarry.VALUE_NOT_STATED_ONCE
 
 
 def _stated_once(value: str, question: str) -> bool:
@@ -212,7 +228,7 @@ def _stated_once(value: str, question: str) -> bool:
     return not (after.isalnum() or before.isalnum())
 
 
-MAKERS: dict[Variant, Callable[[EnvSpec, VariantHints], EnvSpec | Refusal]] = {
+MAKERS: dict[Variant, Callable[[EnvSpec, VariantHints], EnvSpec | CannotCarry]] = {
     Variant.UNANSWERABLE: unanswerable,
     Variant.MISSING_VALUE: missing_value,
     Variant.MISSING_FUNCTION: missing_function,
@@ -220,11 +236,11 @@ MAKERS: dict[Variant, Callable[[EnvSpec, VariantHints], EnvSpec | Refusal]] = {
 }
 
 
-def make(variant: Variant, env: EnvSpec, hints: VariantHints) -> EnvSpec | Refusal:
+def make(variant: Variant, env: EnvSpec, hints: VariantHints) -> EnvSpec | CannotCarry:
     """`env` made into `variant`, or why it cannot be: only an answerable environment with a
     sub-question trace carries a variant (BFCL's has none)."""
     if env.variant is not Variant.ANSWERABLE:
-        return Refusal(reason=f"already a {env.variant.value} environment")
+        return CannotCarry.NOT_ANSWERABLE
     if not env.sub_questions:
-        return Refusal(reason="no sub-question trace")
+        return CannotCarry.NO_TRACE
     return MAKERS[variant](env, hints)

@@ -263,8 +263,9 @@ def select_shares(envs: Iterable[EnvSpec], shares: VariantShares, seed: int = 0)
     empty = [v.value for v in wanted if not groups[v]]
     if empty:
         raise ValueError(
-            f"--variants {shares.describe()}: the environments hold no {empty}; generate them "
-            "(python -m env_registry generate --variants mix) or give those variants no share"
+            f"--variants {shares.describe()}: the environments hold no {empty}; make them (procedural: "
+            "python -m env_registry generate --variants mix; a store of synthesized or imported environments: "
+            "python -m env_registry --store STORE derive-variants) or give those variants no share"
         )
     total = min(len(groups[v]) / s for v, s in wanted.items())
     rank = lambda e: hashlib.sha256(f"{seed}/variants/{e.id}".encode()).hexdigest()  # noqa: E731

@@ -9,10 +9,26 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from astra_foundation.clikit import UsageError
+from astra_foundation.sandbox import SandboxError, SandboxUnavailable
 from env_registry.commands.common import Incoming, Rejects, admit, open_store, say
 from env_registry.importers.sources import SourceRow
 from env_registry.store import StoreError
 from env_registry.structure import parse_record
+
+# What the sandbox raises when it cannot run at all (no backend, no worker could start); any
+# other RuntimeError is a bug and keeps its traceback.
+SANDBOX_FAILURES = (SandboxError, SandboxUnavailable)
+
+
+def sandbox_failed(exc: Exception, still_needed: str = "") -> UsageError:
+    """The one-line error (exit 2) of a command whose replay sandbox failed: what failed and what
+    to do (`add`, `import-astra`, `derive-variants` replay golden calls as `add` does)."""
+    note = f" ({still_needed})" if still_needed else ""
+    return UsageError(
+        f"the sandbox that replays golden calls failed: {exc}; where it cannot start on this machine, install "
+        f"bubblewrap (e.g. apt-get install bubblewrap) or pass --no-replay to check structure only{note}; "
+        "what was added stays, a rerun adds nothing twice"
+    )
 
 
 def _env_lines(args: argparse.Namespace) -> Iterator[Incoming]:
@@ -35,8 +51,8 @@ def cmd_add(args: argparse.Namespace) -> int:
         with store:
             totals = admit(args, store, _env_lines(args), rejects)
             total = len(store)
-    except RuntimeError as exc:  # replay without a sandbox
-        raise UsageError(f"{exc}") from None
+    except SANDBOX_FAILURES as exc:
+        raise sandbox_failed(exc) from None
     except StoreError as exc:  # a dry run's environments, not allowed
         raise UsageError(f"{exc}; records before this batch were added, rerunning adds nothing twice") from None
     finally:

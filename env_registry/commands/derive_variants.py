@@ -16,19 +16,16 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from astra_foundation.clikit import UsageError
+from env_registry.commands.add import SANDBOX_FAILURES, sandbox_failed
 from env_registry.commands.common import CHUNK, Incoming, Rejects, admit, csv, open_store, say
-from env_registry.families import _variants as procedural_variants
-from env_registry.families.procedural import GENERATOR as PROCEDURAL
+from env_registry.families import variant_hints
 from env_registry.family_rules import golden_replay
 from env_registry.importers.sources import SourceRow
 from env_registry.spec import EnvSpec, Variant
 from env_registry.store import EnvStore
 from env_registry.validate import family_rules
-from env_registry.variant_makers import Refusal, VariantHints, make
+from env_registry.variant_makers import CannotCarry, make
 
-# What each family knows of its own tools (`VariantHints`); a family not listed is read from
-# its environments' data alone.
-FAMILY_HINTS: dict[str, VariantHints] = {PROCEDURAL: procedural_variants.HINTS}
 _DERIVABLE = [v for v in Variant if v is not Variant.ANSWERABLE]
 
 
@@ -41,7 +38,7 @@ class _Tally:
         self.present: Counter = Counter()
         self.added: Counter = Counter()
         self.failed: Counter = Counter()
-        self.cannot: dict[Variant, Counter] = {v: Counter() for v in Variant}
+        self.cannot: dict[Variant, Counter[CannotCarry]] = {v: Counter() for v in Variant}
         self.skipped: Counter = Counter()  # sources no maker is applied to, by reason
         self.matched = 0  # answerable environments of the asked families read (skipped ones too)
 
@@ -54,8 +51,8 @@ class _Tally:
                 f"{cannot:>7}"
             )
         for v in variants:
-            for reason, n in sorted(self.cannot[v].items(), key=lambda kv: (-kv[1], kv[0])):
-                say(f"  {v.value} cannot: {reason}: {n}")
+            for reason, n in sorted(self.cannot[v].items(), key=lambda kv: (-kv[1], kv[0].value)):
+                say(f"  {v.value} cannot: {reason.value}: {n}")
         for reason, n in sorted(self.skipped.items(), key=lambda kv: (-kv[1], kv[0])):
             say(f"  not read: {reason}: {n}")
 
@@ -109,11 +106,11 @@ def derive(args: argparse.Namespace, store: EnvStore, variants: list[Variant], r
     seen: set[str] = set()  # two sources can make one variant (ids are content hashes)
     for position, env in _sources(store, args, tally):
         read += 1
-        hints = FAMILY_HINTS.get(env.provenance.generator, VariantHints())
+        hints = variant_hints(env.provenance.generator)
         for variant in variants:
             made = make(variant, env, hints)
-            if isinstance(made, Refusal):
-                tally.cannot[variant][made.reason] += 1
+            if isinstance(made, CannotCarry):
+                tally.cannot[variant][made] += 1
                 continue
             tally.made[variant] += 1
             if made.id in store or made.id in seen:
@@ -142,6 +139,27 @@ def _variants(text: str | None) -> list[Variant]:
     return [known[n] for n in names]
 
 
+def _nothing_to_derive(args: argparse.Namespace, store: EnvStore, tally: _Tally) -> UsageError:
+    """The error (exit 2: the command could not run) when no environment matched is a source:
+    what matched nothing, and what to do."""
+    if tally.skipped:  # answerable environments matched, none a source: each reason says why
+        reasons = "; ".join(f"{reason}: {n}" for reason, n in sorted(tally.skipped.items(), key=lambda kv: -kv[1]))
+        return UsageError(
+            f"derive-variants: none of the {tally.matched} answerable environments read is a source of variants "
+            f"({reasons}); variants are made only from environments validated by their golden calls"
+        )
+    families = sorted({e.provenance.generator for e in store if e.variant is Variant.ANSWERABLE})
+    if args.family:
+        return UsageError(
+            f"derive-variants --family {args.family}: the store holds no answerable environment of "
+            f"{csv(args.family)}; its families: {families}"
+        )
+    return UsageError(
+        f"derive-variants: the store {args.store} holds no answerable environment to derive variants from; "
+        "add some first (generate, add, import-astra)"
+    )
+
+
 def cmd_derive_variants(args: argparse.Namespace) -> int:
     variants = _variants(args.make)
     if args.limit is not None and args.limit < 1:
@@ -153,27 +171,19 @@ def cmd_derive_variants(args: argparse.Namespace) -> int:
     try:
         with store:
             tally, read = derive(args, store, variants, rejects)
-            if not tally.matched and args.family:  # read the families only to say which there are
-                families = sorted({e.provenance.generator for e in store if e.variant is Variant.ANSWERABLE})
-                raise UsageError(
-                    f"derive-variants --family {args.family}: the store holds no answerable environment of "
-                    f"{csv(args.family)}; its families: {families}"
-                )
+            if not read:  # nothing could be made: said as an error, not as an empty table
+                raise _nothing_to_derive(args, store, tally)
             total = len(store)
-    except RuntimeError as exc:  # replay without a sandbox
-        raise UsageError(f"{exc}") from None
+    except SANDBOX_FAILURES as exc:
+        raise sandbox_failed(exc) from None
     finally:
         rejects.close()
     mode = "structure only" if args.no_replay else "structure + replay twice (determinism)"
-    skipped = tally.matched - read
     say(
-        f"\nread {tally.matched} answerable environments ({skipped} not derived from) in "
+        f"\nread {tally.matched} answerable environments ({tally.matched - read} not derived from) in "
         f"{time.perf_counter() - t0:.1f} s ({mode})"
     )
     tally.print(variants)
     rejects.summary()
     say(f"added {sum(tally.added.values())} variants; store {args.store} now holds {total}")
-    if not read:  # a run that could produce nothing
-        say("no answerable environment to derive variants from" + (" (see 'not read' above)" if skipped else ""))
-        return 1
     return 1 if sum(tally.failed.values()) else 0

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from astra_foundation.clikit import UsageError
 from env_registry import cli_rl
+from env_registry.commands.add import SANDBOX_FAILURES, sandbox_failed
 from env_registry.commands.common import Incoming, Rejects, admit, open_store, say, table
 from env_registry.importers.astra import convert
 from env_registry.importers.sources import check_files, read_rows
@@ -48,8 +48,10 @@ def cmd_import_astra(args: argparse.Namespace) -> int:
         with store:
             totals = admit(args, store, _astra_records(args, formats, recovery), rejects)
             total = len(store)
-    except RuntimeError as exc:  # replay without a sandbox
-        raise UsageError(f"{exc}") from None
+    except SANDBOX_FAILURES as exc:
+        raise sandbox_failed(
+            exc, "ASTRA-RL-1k rows need it either way: their golden calls are recovered by running the tools"
+        ) from None
     finally:
         rejects.close()
     records = sum(formats.values())

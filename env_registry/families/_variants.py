@@ -1,8 +1,9 @@
 """The procedural family's variants: the family-agnostic makers (`env_registry.variant_makers`)
-with what this family knows of its own tools (`HINTS`).
+with what this family knows of its own tools (`HINTS`, which `env_registry.families` registers
+for `derive-variants`).
 
-Each maker here returns the variant, or None where the environment cannot carry it (then the
-generator draws another). `variants.VariantShares` says how many of each `generate` makes.
+Each maker in `PROCEDURAL_MAKERS` returns the variant, or None where the environment cannot carry
+it (then the generator draws another). `variants.VariantShares` says how many of each `generate` makes.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from env_registry.families._tools import PureKind
 from env_registry.spec import EnvSpec, Variant
 from env_registry.variant_makers import MAKERS as AGNOSTIC
-from env_registry.variant_makers import Refusal, VariantHints
+from env_registry.variant_makers import CannotCarry, VariantHints
 
 # What a first step's identifying parameter names, as the agent would ask for it.
 _NOUNS = {"name": "person", "events": "event", "products": "product", "companies": "company", "cities": "city"}
@@ -24,7 +25,7 @@ HINTS = VariantHints(nouns=_NOUNS, pure_tools=PURE_TOOLS)
 def _or_none(variant: Variant) -> Callable[[EnvSpec], EnvSpec | None]:
     def maker(env: EnvSpec) -> EnvSpec | None:
         made = AGNOSTIC[variant](env, HINTS)
-        return None if isinstance(made, Refusal) else made
+        return None if isinstance(made, CannotCarry) else made
 
     maker.__name__ = variant.value
     return maker
@@ -35,7 +36,7 @@ missing_value = _or_none(Variant.MISSING_VALUE)
 missing_function = _or_none(Variant.MISSING_FUNCTION)
 no_tool = _or_none(Variant.NO_TOOL)
 
-MAKERS: dict[Variant, Callable[[EnvSpec], EnvSpec | None]] = {
+PROCEDURAL_MAKERS: dict[Variant, Callable[[EnvSpec], EnvSpec | None]] = {
     Variant.ANSWERABLE: lambda env: env,
     Variant.UNANSWERABLE: unanswerable,
     Variant.MISSING_VALUE: missing_value,

@@ -40,7 +40,7 @@ from decimal import Decimal
 
 from env_registry.families._tasks import DOMAINS, Builder, Task, multi_hop, parallel_single_hop, single_hop
 from env_registry.families._values import Retry, Value, fmt, rule_for
-from env_registry.families._variants import MAKERS
+from env_registry.families._variants import PROCEDURAL_MAKERS
 from env_registry.families._vocabulary import Vocabulary
 from env_registry.families._world import build_world
 from env_registry.shape import classify
@@ -224,7 +224,7 @@ def _of_variant(shares: VariantShares, seed: int, index: int, one: Callable[[int
     if variant is Variant.ANSWERABLE:
         return one(index)
     for attempt in range(_ATTEMPTS):
-        made = MAKERS[variant](one(f"{index}/{variant.value}/{attempt}"))
+        made = PROCEDURAL_MAKERS[variant](one(f"{index}/{variant.value}/{attempt}"))
         if made is not None:
             return made
     raise RuntimeError(

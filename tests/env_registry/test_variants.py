@@ -212,7 +212,7 @@ def test_select_shares_keeps_the_largest_subset_in_the_shares(mixed):
     assert [e.id for e in select_shares(mixed, VariantShares.parse("answerable=0.5,no_tool=0.5"), seed=1)] == [
         e.id for e in kept
     ]
-    with pytest.raises(ValueError, match="hold no"):
+    with pytest.raises(ValueError, match="hold no .*derive-variants"):  # either way to make them
         select_shares([e for e in mixed if e.variant is Variant.ANSWERABLE], VariantShares.parse("mix"))
 
 
