@@ -101,15 +101,21 @@ def _add(sub: Any, common: argparse.ArgumentParser) -> None:
         "safe: nothing is added twice.",
     )
     a.add_argument("files", nargs="+", metavar="FILE.jsonl")
-    a.add_argument("--rejects", help="rejects file (default: <FILE>.rejects.jsonl next to the input)")
-    a.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
-    a.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
-    a.add_argument(
-        "--allow-scripted",
-        action="store_true",
-        help="also add environments a dry run made (provenance.scripted: no model wrote them)",
+    _admission_flags(
+        a,
+        rejects="rejects file (default: <FILE>.rejects.jsonl next to the input)",
+        scripted="also add environments a dry run made (provenance.scripted: no model wrote them)",
     )
     a.set_defaults(run=_C + "add:cmd_add")
+
+
+def _admission_flags(p: argparse.ArgumentParser, rejects: str, scripted: str) -> None:
+    """The flags of the commands that admit environments into a store (`add`, `derive-variants`):
+    one validation path (commands.common.admit), so one spelling of its knobs."""
+    p.add_argument("--rejects", help=rejects)
+    p.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
+    p.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
+    p.add_argument("--allow-scripted", action="store_true", help=scripted)
 
 
 def _import_astra(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -172,13 +178,10 @@ def _derive_variants(sub: Any, common: argparse.ArgumentParser) -> None:
     d.add_argument(
         "--limit", type=int, metavar="N", help="read only the first N answerable environments (of those families)"
     )
-    d.add_argument("--rejects", help="rejects file, appended to (default: <STORE>.rejects.jsonl next to the store)")
-    d.add_argument("--no-replay", action="store_true", help="structure only; do not run golden calls")
-    d.add_argument("--concurrency", type=int, default=32, help="sandbox sessions at once (default 32)")
-    d.add_argument(
-        "--allow-scripted",
-        action="store_true",
-        help="also derive from environments a dry run made (provenance.scripted), as `add --allow-scripted` adds them",
+    _admission_flags(
+        d,
+        rejects="rejects file, appended to (default: <STORE>.rejects.jsonl next to the store)",
+        scripted="also derive from environments a dry run made (provenance.scripted), as `add --allow-scripted` adds them",
     )
     d.set_defaults(run=_C + "derive_variants:cmd_derive_variants")
 

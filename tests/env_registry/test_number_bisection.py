@@ -21,22 +21,21 @@ def every_reading(number: sympy.Rational, text: str, rule: AnswerRule) -> list:
     ]
 
 
+# how a text may state a number near the answer: the forms the reader handles differently
+FORMS = (
+    lambda rng, x: f"{x:.{rng.randrange(0, 5)}f}",  # a rounding: its half unit widens the tolerance
+    lambda rng, x: f"{x:.3e}",
+    lambda rng, x: f"{x * 100:.{rng.randrange(0, 3)}f}%",  # read as stated and as a fraction
+    lambda rng, x: f"{int(x):,}",  # thousands separators
+    lambda rng, x: f"[{rng.randrange(1, 99)},{rng.randrange(100, 999)}]",  # list commas, read both ways
+    lambda rng, x: f"-{x:.2f}",
+    lambda rng, x: "1" + "0" * 400,  # a float cannot hold it
+)
+
+
 def literal(rng: random.Random, near: float) -> str:
-    kind = rng.randrange(7)
     x = near * (1 + rng.choice([0, 1e-5, -1e-5, 0.004, -0.004, 0.0101, -0.0099, 0.02, 3])) if near else rng.random()
-    if kind == 0:
-        return f"{x:.{rng.randrange(0, 5)}f}"
-    if kind == 1:
-        return f"{x:.3e}"
-    if kind == 2:
-        return f"{x * 100:.{rng.randrange(0, 3)}f}%"
-    if kind == 3:
-        return f"{int(x):,}"
-    if kind == 4:
-        return f"[{rng.randrange(1, 99)},{rng.randrange(100, 999)}]"
-    if kind == 5:
-        return f"-{x:.2f}"
-    return "1" + "0" * 400  # a float cannot hold it
+    return rng.choice(FORMS)(rng, x)
 
 
 @pytest.mark.parametrize("seed", range(6))
