@@ -41,7 +41,8 @@ model raises single-turn overall beyond 2 SE and lowers no category beyond 2 SE;
 half, irrelevance stays within 2 SE of base while Non-Live Simple rises beyond 2 SE, and held-out F1
 on the answerable splits stays within 2 SE of plain SFT.
 
-Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png`. Resumable: a stage whose
+Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png` (`transfer-train<N>.*` for
+`--train-seed N`: the same models trained with another SFT seed, beside seed 0's). Resumable: a stage whose
 results are in `<out>` is reused, not rerun (the report says which; the wall times reported are
 those recorded when each stage ran cold).
 """
@@ -71,6 +72,7 @@ from astra_verl.demo import run  # noqa: E402
 
 HOUR = 3600.0
 LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO"}  # the no-tool models' follow from their settings
+UNTRAINED = ("base", "grpo")  # not trained here (grpo: `--grpo-checkpoint`): no SFT seed of their own
 NOTOOL = "sft_notool"  # `--models` family of every `--no-tool-share` model
 VARIANTS = "sft_variants"  # `--models` name of the model trained with the other half (issue 49)
 # our held-out splits: bench/learning.py's real tier's, and the other variants in unseen worlds
@@ -249,6 +251,7 @@ def measure(
     from astra_verl.eval.bfcl_single import SingleResult
 
     seconds: dict[str, tuple[float, bool]] = {}
+    label = measured_as(label, args)
     tag = f"n{args.per_category}_seed{args.seed}"  # another sample is another run folder
     single = {s: out / "bfcl_single" / f"{label}_{s}_{tag}" for s in args.styles}
     multi = out / "bfcl_multi" / f"{label}_n{args.multi_turn_per_category}_seed{args.seed}"
@@ -407,13 +410,18 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         *info["train_lines"],
     ]
     text = "\n".join(lines) + "\n"
-    (out / "transfer.md").write_text(text)
+    stem = report_stem(args)
+    (out / f"{stem}.md").write_text(text)
     as_json = {s: [r.__dict__ for r in rows] for s, rows in tables.items()}
-    (out / "transfer.json").write_text(
+    (out / f"{stem}.json").write_text(
         json.dumps({"tables": as_json, "info": info, "args": vars(args)}, indent=1, default=sorted)
     )
-    plot(tables, base, labels, out / "transfer.png")
+    plot(tables, base, labels, out / f"{stem}.png")
     return text
+
+
+def report_stem(args: argparse.Namespace) -> str:
+    return "transfer" if not args.train_seed else f"transfer-train{args.train_seed}"
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -435,9 +443,8 @@ class NoToolModel:
     def label(self) -> str:
         return f"SFT + no-tool {self.share:g}" + ("" if self.mixing == "none" else f", {self.mixing} mixing")
 
-    @property
-    def folder(self) -> str:  # its SFT run under <out>/learning/
-        return "seed0-" + self.key.removeprefix("sft_")
+    def folder(self, seed: int) -> str:  # its SFT run under <out>/learning/
+        return f"seed{seed}-" + self.key.removeprefix("sft_")
 
     def tier(self) -> stages.Tier:
         return replace(stages.REAL, sft_mixing=self.mixing, no_tool_share=self.share)
@@ -449,7 +456,16 @@ def no_tool_models(args: argparse.Namespace) -> list[NoToolModel]:
 
 def labels(args: argparse.Namespace) -> dict[str, str]:
     other_half = {VARIANTS: f"SFT + other half ({args.variant_envs} envs)"}
-    return {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
+    out = {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
+    if args.train_seed:  # the trained models of another SFT seed; base is the same model
+        out = {m: label if m in UNTRAINED else f"{label}, SFT seed {args.train_seed}" for m, label in out.items()}
+    return out
+
+
+def measured_as(model: str, args: argparse.Namespace) -> str:
+    """The name a model's measurement folders (and its served name) carry: a trained model of
+    another `--train-seed` has its own; seed 0 keeps the names its folders had before seeds."""
+    return model if model in UNTRAINED or not args.train_seed else f"{model}_train{args.train_seed}"
 
 
 def family(model: str) -> str:
@@ -458,7 +474,7 @@ def family(model: str) -> str:
 
 
 def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], dict, list[str]]:
-    """bench/learning.py's real tier, seed 0, to its SFT stage: (base model, the SFT checkpoints of
+    """bench/learning.py's real tier, SFT seed `--train-seed`, to its SFT stage: (base model, the SFT checkpoints of
     the models asked for: `sft` on the plain demonstrations, one per `--no-tool-share` on the fixed
     ones, the held-out data, report lines)."""
     root = out / "learning"
@@ -466,10 +482,11 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
     # the SFT models train from the base that is measured: `--base-model`, else SmolLM2
     model = Path(args.base_model).resolve() if args.base_model else stages.build_model(stages.REAL, 0, root)
     data = stages.build_data(TRANSFER, model, root)
+    seed = args.train_seed
     variants = {
-        "sft": (stages.REAL, "seed0"),
-        VARIANTS: (replace(stages.REAL, variant_envs=args.variant_envs), f"seed0-variants{args.variant_envs}"),
-        **{m.key: (m.tier(), m.folder) for m in no_tool_models(args)},
+        "sft": (stages.REAL, f"seed{seed}"),
+        VARIANTS: (replace(stages.REAL, variant_envs=args.variant_envs), f"seed{seed}-variants{args.variant_envs}"),
+        **{m.key: (m.tier(), m.folder(seed)) for m in no_tool_models(args)},
     }
     names = labels(args)
     checkpoints, lines = {}, []
@@ -480,8 +497,8 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
         seed_dir.mkdir(exist_ok=True)
         demos = stages.build_demonstrations(tier, model, root)
         reused = (seed_dir / "sft.seconds").exists()
-        checkpoints[name], seconds, steps = stages.sft(tier, 0, model, demos, seed_dir)
-        line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed 0, {steps} steps on {demos.name}"
+        checkpoints[name], seconds, steps = stages.sft(tier, seed, model, demos, seed_dir)
+        line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed {seed}, {steps} steps on {demos.name}"
         lines.append(line + f" ({len(pd.read_parquet(demos))} conversations), {seconds:.0f} s" + (" (reused)" if reused else ""))  # fmt: skip
     return model, checkpoints, data, lines
 
@@ -491,6 +508,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/transfer", help="run folder (default runs/transfer); reruns reuse it")
     p.add_argument("--per-category", type=int, default=10, help="seeded BFCL entries per single-turn category")
     p.add_argument("--seed", type=int, default=0, help="the samples' seed (default 0)")
+    p.add_argument(
+        "--train-seed",
+        type=int,
+        default=0,
+        help="the SFT seed (trainer.seed; default 0): another seed trains and measures its own checkpoints in "
+        "the same run folder, reuses the base model's measurements, and writes transfer-train<N>.md",
+    )
     p.add_argument("--checkpoint", default=None, help="an SFT checkpoint (HF folder) instead of training one")
     p.add_argument(
         "--base-model",
@@ -628,7 +652,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     info["labels"] = {m: info["labels"][m] for m in results}
     print(write_report(results, info, args, out))
-    print(f"plot: {out / 'transfer.png'}; json: {out / 'transfer.json'}")
+    print(f"plot: {out / report_stem(args)}.png; json: {out / report_stem(args)}.json")
     return 0
 
 

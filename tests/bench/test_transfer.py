@@ -136,7 +136,7 @@ def test_results_reader_keeps_the_last_record_of_an_id_and_counts_errors_as_fail
 def test_each_no_tool_share_is_its_own_model_with_its_own_folders(capsys):
     args = transfer.parse(["--no-tool-share", "0.5,1"])
     models = transfer.no_tool_models(args)
-    assert [(m.key, m.label, m.folder) for m in models] == [
+    assert [(m.key, m.label, m.folder(0)) for m in models] == [
         ("sft_notool0.5", "SFT + no-tool 0.5", "seed0-notool0.5"),
         ("sft_notool1", "SFT + no-tool 1", "seed0-notool1"),
     ]
@@ -145,7 +145,7 @@ def test_each_no_tool_share_is_its_own_model_with_its_own_folders(capsys):
     # `--models sft_notool` selects every share; another mixing is another model
     assert {transfer.family(m.key) for m in models} == {"sft_notool"} and transfer.family("sft") == "sft"
     banded = transfer.no_tool_models(transfer.parse(["--no-tool-share", "0.5", "--sft-mixing", "banded"]))[0]
-    assert (banded.key, banded.folder) == ("sft_notool0.5_banded", "seed0-notool0.5_banded")
+    assert (banded.key, banded.folder(0)) == ("sft_notool0.5_banded", "seed0-notool0.5_banded")
 
 
 @pytest.mark.parametrize("value", ["0", "1.5", "half", ""])
@@ -289,3 +289,33 @@ def test_a_run_folder_refuses_another_base_model(tmp_path):
     transfer.claim_folder(tmp_path, None)  # the same model again: reused
     with pytest.raises(SystemExit, match=r"holds the measurements of base model SmolLM2.*its own --out"):
         transfer.claim_folder(tmp_path, str(tmp_path / "qwen"))
+
+
+def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_own_folders(tmp_path, monkeypatch):
+    """`--train-seed 1`: the same models, trainer.seed 1, in folders of their own beside seed 0's
+    (whose names do not change, so runs made before seeds are reused); base is measured once."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = seed
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    def build_demonstrations(tier, model, root):
+        demos = transfer.stages.demonstrations_file(tier, root)
+        demos.parent.mkdir(parents=True, exist_ok=True)
+        transfer.pd.DataFrame({"messages": [[]]}).to_parquet(demos)
+        return demos
+
+    monkeypatch.setattr(transfer.stages, "sft", sft)
+    monkeypatch.setattr(transfer.stages, "build_data", lambda tier, model, root: {})
+    monkeypatch.setattr(transfer.stages, "build_demonstrations", build_demonstrations)
+    args = transfer.parse(["--base-model", str(tmp_path / "m"), "--train-seed", "1", "--no-tool-share", "0.5"])
+    args.models |= {"sft_notool"}
+    _, _, _, lines = transfer.train(tmp_path / "out", args)
+    assert trained == {"seed1": 1, "seed1-variants16": 1, "seed1-notool0.5": 1}
+    assert all("seed 1," in line for line in lines)
+    assert [transfer.measured_as(m, args) for m in ("base", "sft", "sft_variants")] == ["base", "sft_train1", "sft_variants_train1"]  # fmt: skip
+    assert transfer.labels(args)["sft"] == "SFT, SFT seed 1" and transfer.labels(args)["base"] == "base"
+    assert transfer.report_stem(args) == "transfer-train1"
+    seed0 = transfer.parse([])
+    assert (transfer.measured_as("sft", seed0), transfer.report_stem(seed0)) == ("sft", "transfer")
