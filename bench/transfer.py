@@ -289,20 +289,6 @@ def measure(
 # -- report -----------------------------------------------------------------------------------------
 
 
-def build_rows(results: dict[str, dict], style: str, base: str, sizes: dict[str, int]) -> list[tt.Row]:
-    """BFCL single-turn rows of one call style, then multi-turn and held-out rows (paired)."""
-    rows = tt.bfcl_rows({m: r["bfcl"][style] for m, r in results.items()}, base, sizes)
-    multi = {m: {i: v for cat in r["multi"].values() for i, v in cat.items()} for m, r in results.items()}
-    if all(multi.values()):
-        rows.append(tt.paired_row("BFCL multi-turn (first prompt fits)", multi, base, "multi_turn"))
-    splits = next(iter(results.values()))["heldout"]
-    for split in splits:
-        # the train split is measured too (what SFT fitted), but it is not held out: say so in its name
-        name = "train environments (F1, seen in SFT)" if split == "train" else f"held-out: {split} (F1)"
-        rows.append(tt.paired_row(name, {m: r["heldout"][split] for m, r in results.items()}, base, "heldout"))
-    return rows
-
-
 def plot(tables: dict[str, list[tt.Row]], base: str, labels: dict[str, str], path: Path) -> Path:
     import matplotlib
 
@@ -331,35 +317,6 @@ def plot(tables: dict[str, list[tt.Row]], base: str, labels: dict[str, str], pat
     return path
 
 
-def other_half_verdicts(rows: list[tt.Row], results: dict[str, dict], label: str, reference: str) -> list[str]:
-    """Issue 49's targets for the model trained with the other half: irrelevance within 2 SE of base
-    while Non-Live Simple rises beyond 2 SE; held-out F1 on the answerable splits within 2 SE of SFT."""
-    out = []
-    by_name = {r.name: r for r in rows}
-    if reference == "base" and all(n in by_name for n in ("Irrelevance", "Non-Live Simple")):
-        irr, simple = by_name["Irrelevance"].diffs[VARIANTS], by_name["Non-Live Simple"].diffs[VARIANTS]
-        met = abs(irr[0]) <= 2 * irr[1] and simple[0] > 2 * simple[1]
-        out.append(
-            f"- {label}, irrelevance within 2 SE of base ({100 * irr[0]:+.1f} ± {100 * irr[1]:.1f}) while Non-Live "
-            f"Simple rises beyond 2 SE ({100 * simple[0]:+.1f} ± {100 * simple[1]:.1f}): {'met' if met else 'MISSED'}"
-        )
-    else:
-        out.append(f"- {label}, irrelevance and Non-Live Simple against base: n/a (reference {reference})")
-    if "sft" not in results:
-        return [*out, f"- {label}, held-out F1 against plain SFT: n/a (SFT not measured)"]
-    for split in ANSWERABLE_SPLITS:
-        if split not in results["sft"]["heldout"]:
-            out.append(f"- {label}, held-out {split} F1 against plain SFT: n/a (held-out not run)")
-            continue
-        per = {m: results[m]["heldout"][split] for m in ("sft", VARIANTS)}
-        mean, se = tt.paired_row(split, per, "sft", "heldout").diffs[VARIANTS]
-        out.append(
-            f"- {label}, held-out {split} F1 not below plain SFT's beyond 2 SE: {100 * mean:+.1f} ± {100 * se:.1f}: "
-            + ("met" if mean >= -2 * se else "MISSED")
-        )
-    return out
-
-
 def stage_lines(results: dict[str, dict], labels: dict[str, str]) -> list[str]:
     lines = []
     for m, r in results.items():
@@ -376,7 +333,7 @@ def cpu_model() -> str:
 
 def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path) -> str:
     base, labels = args.reference, info["labels"]
-    tables = {s: build_rows(results, s, base, info["sizes"]) for s in args.styles}
+    tables = {s: tt.build_rows(results, s, base, info["sizes"]) for s in args.styles}
     lines = [f"# Transfer: {', '.join(labels.values())}", "", f"`{info['command']}`", ""]
     for style, rows in tables.items():
         lines += [f"## BFCL call style `{style}`", "", tt.format_table(rows, base, labels), "", "Verdicts:", ""]
@@ -384,7 +341,7 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         for m in trained:  # a verdict is against the reference; the issues' targets are against base
             lines += tt.verdicts(rows, m, labels[m] if base == "base" else f"{labels[m]} against {labels[base]}")
         if VARIANTS in results:
-            lines += other_half_verdicts(rows, results, labels[VARIANTS], base)
+            lines += tt.other_half_verdicts(rows, results, labels[VARIANTS], base, ANSWERABLE_SPLITS, VARIANTS)
         if not trained:
             lines.append("- none: no trained model measured yet")
         behaviour = {m: r["behaviour"][style] for m, r in results.items()}

@@ -197,3 +197,49 @@ def format_behaviours(counts: Mapping[str, Mapping[str, Mapping[str, int]]], lab
             cells = [f"{groups[group][b]} ({100 * groups[group][b] / n:.0f}%)" if n else "0" for b in BEHAVIOURS]
             lines.append(f"| {labels.get(model, model)} | {group} | {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def build_rows(results: dict[str, dict], style: str, base: str, sizes: dict[str, int]) -> list[Row]:
+    """BFCL single-turn rows of one call style, then multi-turn and held-out rows (paired)."""
+    rows = bfcl_rows({m: r["bfcl"][style] for m, r in results.items()}, base, sizes)
+    multi = {m: {i: v for cat in r["multi"].values() for i, v in cat.items()} for m, r in results.items()}
+    if all(multi.values()):
+        rows.append(paired_row("BFCL multi-turn (first prompt fits)", multi, base, "multi_turn"))
+    splits = next(iter(results.values()))["heldout"]
+    for split in splits:
+        # the train split is measured too (what SFT fitted), but it is not held out: say so in its name
+        name = "train environments (F1, seen in SFT)" if split == "train" else f"held-out: {split} (F1)"
+        rows.append(paired_row(name, {m: r["heldout"][split] for m, r in results.items()}, base, "heldout"))
+    return rows
+
+
+def other_half_verdicts(
+    rows: list[Row], results: dict[str, dict], label: str, reference: str, answerable: Sequence[str], model: str
+) -> list[str]:
+    """Issue 49's targets for the model trained with the other half: irrelevance within 2 SE of base
+    while Non-Live Simple rises beyond 2 SE; held-out F1 on the `answerable` splits within 2 SE of SFT.
+    `model`: the key of that model in `results` and the rows."""
+    out = []
+    by_name = {r.name: r for r in rows}
+    if reference == "base" and all(n in by_name for n in ("Irrelevance", "Non-Live Simple")):
+        irr, simple = by_name["Irrelevance"].diffs[model], by_name["Non-Live Simple"].diffs[model]
+        met = abs(irr[0]) <= 2 * irr[1] and simple[0] > 2 * simple[1]
+        out.append(
+            f"- {label}, irrelevance within 2 SE of base ({100 * irr[0]:+.1f} ± {100 * irr[1]:.1f}) while Non-Live "
+            f"Simple rises beyond 2 SE ({100 * simple[0]:+.1f} ± {100 * simple[1]:.1f}): {'met' if met else 'MISSED'}"
+        )
+    else:
+        out.append(f"- {label}, irrelevance and Non-Live Simple against base: n/a (reference {reference})")
+    if "sft" not in results:
+        return [*out, f"- {label}, held-out F1 against plain SFT: n/a (SFT not measured)"]
+    for split in answerable:
+        if split not in results["sft"]["heldout"]:
+            out.append(f"- {label}, held-out {split} F1 against plain SFT: n/a (held-out not run)")
+            continue
+        per = {m: results[m]["heldout"][split] for m in ("sft", model)}
+        mean, se = paired_row(split, per, "sft", "heldout").diffs[model]
+        out.append(
+            f"- {label}, held-out {split} F1 not below plain SFT's beyond 2 SE: {100 * mean:+.1f} ± {100 * se:.1f}: "
+            + ("met" if mean >= -2 * se else "MISSED")
+        )
+    return out

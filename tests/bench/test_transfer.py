@@ -244,11 +244,13 @@ def test_the_other_half_verdicts_compare_irrelevance_with_base_and_held_out_with
         "sft": {"heldout": {"heldout_data": heldout, "heldout_shape": heldout}},
         "sft_variants": {"heldout": {"heldout_data": heldout, "heldout_shape": {k: 0.0 for k in heldout}}},
     }
-    said = "\n".join(transfer.other_half_verdicts(rows, results, "mix", "base"))
+    said = "\n".join(
+        tt.other_half_verdicts(rows, results, "mix", "base", transfer.ANSWERABLE_SPLITS, transfer.VARIANTS)
+    )
     assert "irrelevance within 2 SE of base (+0.0 ± 0.0) while Non-Live Simple rises beyond 2 SE" in said
     assert said.count(": met") == 2 and "heldout_shape F1 not below plain SFT's beyond 2 SE: -55.0" in said
     assert "MISSED" in said.splitlines()[-1]
-    said = "\n".join(transfer.other_half_verdicts(rows, results, "mix", "sft"))
+    said = "\n".join(tt.other_half_verdicts(rows, results, "mix", "sft", transfer.ANSWERABLE_SPLITS, transfer.VARIANTS))
     assert "n/a (reference sft)" in said
 
 
