@@ -186,14 +186,8 @@ def test_the_sft_models_train_from_the_base_model_given(tmp_path, monkeypatch):
     assert set(checkpoints) == {"sft"}
 
 
-def test_the_other_half_is_its_own_model_trained_on_the_same_steps_with_variant_demonstrations(tmp_path, monkeypatch):
-    """`sft_variants`: the real tier's `sft()` (same steps, same seed) on the plain demonstrations plus
-    those of `--variant-envs` environments of the other variants; its own folder and label."""
-    trained = {}
-
-    def sft(tier, seed, model, demos, out):
-        trained[out.name] = (tier.variant_envs, tier.sft_steps, seed)
-        return out / "ckpt", 1.0, tier.sft_steps
+def fake_stages(monkeypatch, sft) -> None:
+    """SFT replaced by `sft`, no data built, each tier's demonstrations an empty file of its name."""
 
     def build_demonstrations(tier, model, root):
         demos = transfer.stages.demonstrations_file(tier, root)
@@ -204,6 +198,18 @@ def test_the_other_half_is_its_own_model_trained_on_the_same_steps_with_variant_
     monkeypatch.setattr(transfer.stages, "sft", sft)
     monkeypatch.setattr(transfer.stages, "build_data", lambda tier, model, root: {})
     monkeypatch.setattr(transfer.stages, "build_demonstrations", build_demonstrations)
+
+
+def test_the_other_half_is_its_own_model_trained_on_the_same_steps_with_variant_demonstrations(tmp_path, monkeypatch):
+    """`sft_variants`: the real tier's `sft()` (same steps, same seed) on the plain demonstrations plus
+    those of `--variant-envs` environments of the other variants; its own folder and label."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = (tier.variant_envs, tier.sft_steps, seed)
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    fake_stages(monkeypatch, sft)
     args = transfer.parse(
         ["--base-model", str(tmp_path / "m"), "--models", "base,sft,sft_variants", "--variant-envs", "8"]
     )
@@ -302,15 +308,7 @@ def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_
         trained[out.name] = seed
         return out / "ckpt", 1.0, tier.sft_steps
 
-    def build_demonstrations(tier, model, root):
-        demos = transfer.stages.demonstrations_file(tier, root)
-        demos.parent.mkdir(parents=True, exist_ok=True)
-        transfer.pd.DataFrame({"messages": [[]]}).to_parquet(demos)
-        return demos
-
-    monkeypatch.setattr(transfer.stages, "sft", sft)
-    monkeypatch.setattr(transfer.stages, "build_data", lambda tier, model, root: {})
-    monkeypatch.setattr(transfer.stages, "build_demonstrations", build_demonstrations)
+    fake_stages(monkeypatch, sft)
     args = transfer.parse(["--base-model", str(tmp_path / "m"), "--train-seed", "1", "--no-tool-share", "0.5"])
     args.models |= {"sft_notool"}
     _, _, _, lines = transfer.train(tmp_path / "out", args)
