@@ -44,22 +44,12 @@ from verl.utils.dataset.multiturn_sft_dataset import MultiTurnSFTDataset
 from env_registry.sft_record import check_row, check_version
 
 
-def check_versions(parquet_file: str) -> None:
-    """Every row of `parquet_file` is of this record's version (`SFTVersionError` otherwise)."""
-    source = pq.ParquetFile(parquet_file)
-    if "sft_version" in source.schema_arrow.names:
-        versions = source.read(columns=["sft_version"]).column("sft_version").to_pylist()
-    else:  # written before rows had a version
-        versions = [None] * source.metadata.num_rows
-    for row, found in enumerate(versions):
-        check_version(found, parquet_file, row)
-
-
 def check_rows(parquet_file: str) -> None:
-    """Every row of `parquet_file` is this record's version (`SFTVersionError`), then fits the record
-    (`SettingsError` naming the file, the row and the field)."""
-    check_versions(parquet_file)
+    """Every row of `parquet_file` is of this record's version (`SFTVersionError`; a file written
+    before rows had one has no `sft_version` column), then fits the record (`SettingsError` naming
+    the file, the row and the field). One read of the file serves both checks."""
     for index, row in enumerate(pq.read_table(parquet_file).to_pylist()):
+        check_version(row.get("sft_version"), parquet_file, index)
         check_row(row, parquet_file, index)
 
 
