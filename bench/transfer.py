@@ -216,27 +216,26 @@ def multi_turn(url: str, name: str, ids: list[str], out: Path, args: argparse.Na
         raise RuntimeError(f"bfcl exited {code}; log: {out.parent / f'{out.name}.log'}")
 
 
-def valid_by_category(path: Path, record_type: type, ids: set[str] | None = None) -> dict[str, dict[str, float]]:
+def read_results(path: Path, record_type: type, ids: set[str] | None = None) -> list:
     """A results file of `eval bfcl-single` (`SingleResult`) or `eval bfcl` (`BfclResult`), read as
     the evaluation reads it (`astra_verl.eval.results`: the last record of an id wins, a rerun
-    appends): category -> {id -> 1.0 valid, else 0.0}; an error record is a failure."""
+    appends): its records of `ids` (all where None); none where the file is absent."""
     from astra_verl.eval.results import ResultsFile
 
     records = ResultsFile(path, record_type).records.values() if path.exists() else ()
+    return [r for r in records if ids is None or r.id in ids]
+
+
+def valid_of(records: list) -> dict[str, dict[str, float]]:
+    """category -> {id -> 1.0 valid, else 0.0}; an error record is a failure."""
     out: dict[str, dict[str, float]] = {}
     for r in records:
-        if ids is None or r.id in ids:
-            out.setdefault(r.category, {})[r.id] = 1.0 if r.status == "scored" and r.valid else 0.0
+        out.setdefault(r.category, {})[r.id] = 1.0 if r.status == "scored" and r.valid else 0.0
     return out
 
 
-def behaviours(path: Path, ids: set[str]) -> dict[str, dict[str, int]]:
-    """What the model did on each single-turn entry (`transfer_table.behaviour_counts`)."""
-    from astra_verl.eval.bfcl_single import SingleResult
-    from astra_verl.eval.results import ResultsFile
-
-    records = ResultsFile(path, SingleResult).records.values() if path.exists() else ()
-    return tt.behaviour_counts([(r.category, r.status, r.result) for r in records if r.id in ids])
+def valid_by_category(path: Path, record_type: type, ids: set[str] | None = None) -> dict[str, dict[str, float]]:
+    return valid_of(read_results(path, record_type, ids))
 
 
 # -- one model --------------------------------------------------------------------------------------
@@ -271,9 +270,14 @@ def measure(
         seconds.setdefault(f"bfcl_single_{s}", (float((single[s] / "bench.seconds").read_text()), True))
     if mt_ids:
         seconds.setdefault("bfcl_multi", (float((multi / "bench.seconds").read_text()), True))
+    singles = {s: read_results(single[s] / "results.jsonl", SingleResult, st_ids) for s in args.styles}
     result = {
-        "bfcl": {s: valid_by_category(single[s] / "results.jsonl", SingleResult, st_ids) for s in args.styles},
-        "behaviour": {s: behaviours(single[s] / "results.jsonl", st_ids) for s in args.styles},
+        "bfcl": {s: valid_of(records) for s, records in singles.items()},
+        # what the model did on each entry (`transfer_table.behaviour_counts`), from the same records
+        "behaviour": {
+            s: tt.behaviour_counts([(r.category, r.status, r.result) for r in records])
+            for s, records in singles.items()
+        },  # fmt: skip
         "multi": valid_by_category(multi / "results.jsonl", BfclResult, set(mt_ids)) if mt_ids else {},
         "heldout": {},
     }
