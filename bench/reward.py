@@ -220,7 +220,9 @@ def main() -> None:
     print(
         f"astra_f1 warm (the last batch scored again, every text cached; not the headline): {warm:.1f} traj/s = {warm / naive_rate:.2f}x naive"
     )
-    print(f"astra_f1 time in env_registry.matching.answer_in_text, cold: {share:.0%} ({matches} matches per pass)")
+    print(
+        f"astra_f1 time in the matching rule (answer_in_output, answer_in_text), cold: {share:.0%} ({matches} matches per pass)"
+    )
     print(machine_line())
     report = Report("bench/reward.py")
     report.add(what=f"reward throughput, cold (fresh outputs every pass), {args.output_chars:,}-char outputs",
@@ -231,28 +233,37 @@ def main() -> None:
 
 
 def matching_share(manager, data) -> tuple[float, int]:
-    """One more cold pass, on a batch of its own, with answer_in_text timed: how much of
+    """One more cold pass, on a batch of its own, with the matching rule timed (both of the
+    functions `astra_verl.calls.solved` calls: `answer_in_output`, `answer_in_text`): how much of
     astra_f1 is the matching rule."""
     from astra_verl.calls import solved
 
-    original, spent, calls = solved.answer_in_text, [0.0], [0]
+    names = ("answer_in_output", "answer_in_text")
+    originals, spent, calls = {name: getattr(solved, name) for name in names}, [0.0], [0]
 
-    def timed(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - t0
-            calls[0] += 1
+    def timed(original):
+        def run(*args, **kwargs):
+            t0 = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - t0
+                calls[0] += 1
+
+        return run
 
     clear_matching_caches()
-    solved.answer_in_text = timed
+    for name, original in originals.items():
+        setattr(solved, name, timed(original))
     try:
         t0 = time.perf_counter()
         score_pass(manager, data)
         total = time.perf_counter() - t0
     finally:
-        solved.answer_in_text = original
+        for name, original in originals.items():
+            setattr(solved, name, original)
+    if calls[0] == 0:
+        raise SystemExit("bench/reward.py: astra_f1 called no matching function: the timing wraps the wrong names")
     return spent[0] / total, calls[0]
 
 

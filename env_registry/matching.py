@@ -58,6 +58,7 @@ from env_registry.commit import commits
 from env_registry.spec import AnswerRule, CallCheck
 from env_registry.text_reading import (
     NUMBER,
+    agreeing_readings,
     answer_number,
     contains_answer,
     date_spans,
@@ -67,7 +68,6 @@ from env_registry.text_reading import (
     phrase_pattern,
     plain_literal,
     rational,
-    reading_agrees,
     readings,
     within_tolerance,
 )
@@ -103,8 +103,7 @@ def _mask(text: str, phrases: tuple[str, ...], numbers: tuple[str, ...], rel_tol
         out = phrase_pattern(phrase).sub(_MASK, out)
     if numbers:
         rule = AnswerRule(rel_tol=rel_tol, abs_tol=abs_tol)
-        given = [(rational(n), float(n)) for n in numbers]
-        spans = sorted({(r.start, r.end) for r in readings(out) if any(reading_agrees(g, r, rule) for g in given)})
+        spans = sorted({(r.start, r.end) for n in numbers for r in agreeing_readings(rational(n), out, rule)})
         for start, end in reversed(spans):
             out = out[:start] + _MASK + out[end:]
     return text if out == folded else out

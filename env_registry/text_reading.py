@@ -36,7 +36,9 @@ NUMBER = re.compile(
 # A calendar date is not a source of numbers ("2004" is not in "2004-05-06"); dates are matched
 # as dates (`_dates_in`).
 _NUMERIC_DATE = re.compile(r"(?<!\d)(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}/\d{1,2}/\d{4})(?!\d)")
-_DATE_HINT = re.compile(r"\d[-/]\d")
+# "\d[-/]\d", written to start at the rare separator: the engine skips to each "-" or "/" and
+# looks back, instead of trying every digit of a number-heavy tool output.
+_DATE_HINT = re.compile(r"[-/](?<=\d[-/])\d")
 _NAMED_DATE = re.compile(
     r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?,?\s+\d{4}(?!\d)"
     r"|(?<!\d)\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?,?\s+\d{4}(?!\d)",
@@ -136,29 +138,40 @@ def _entry(literal: str, percent: bool, start: int, end: int) -> tuple[str, bool
     return (literal, percent, approx * 0.01 if percent else approx, start, end)
 
 
+_Entry = tuple[str, bool, float, int, int]  # `Reading`'s fields
+
+
 class _Scan(NamedTuple):
-    """A text's number readings as plain tuples (`Reading`'s fields, in text order), and their
-    finite floats sorted: the reward asks of every call output whether some reading is near an
-    answer, and a 1,500-character output holds ~90 numbers, so building every `Reading` and
-    testing each one made the reward 1.7x slower per trajectory than a bisection of the floats."""
+    """A text's number readings, and their finite floats sorted: the reward asks of every call
+    output whether some reading is near an answer, and a 1,500-character output holds ~90 numbers,
+    so building every `Reading` and testing each one made the reward 1.7x slower per trajectory
+    than a bisection of the floats. A text of plain numbers only (the common tool output) keeps its
+    literals, and a reading is built from its literal when a bisection finds it."""
 
-    entries: tuple[tuple[str, bool, float, int, int], ...]
-    floats: tuple[float, ...]  # the finite approximations, ascending
-    at: tuple[int, ...]  # the entry of each of `floats`
-    odd: tuple[int, ...]  # entries whose float is not finite: floats cannot rule them out
+    general: tuple[_Entry, ...] | None  # every reading, in text order; None: one per plain literal
+    # Plain literals and where each starts (it ends `len(literal)` later). Not the match objects:
+    # a cache full of them makes every run of Python's cycle collector walk them all (2x slower).
+    literals: tuple[str, ...]
+    starts: tuple[int, ...]
+    approx: tuple[float, ...]  # each reading's float, in text order
+    floats: tuple[float, ...]  # the finite ones, ascending
+    at: tuple[int, ...]  # the reading of each of `floats`
+    odd: tuple[int, ...]  # readings whose float is not finite: floats cannot rule them out
+
+    def entry(self, i: int) -> _Entry:
+        if self.general is not None:
+            return self.general[i]
+        literal, start = self.literals[i], self.starts[i]
+        return (literal, False, self.approx[i], start, start + len(literal))
+
+    def entries(self) -> Iterator[_Entry]:
+        return (self.entry(i) for i in range(len(self.approx)))
 
 
-@lru_cache(maxsize=8192)
-def _scan(text: str) -> _Scan:
-    """Every value the text's numbers stand for: numbers inside dates are not read; thousands
-    separators are read as such ("1,234" is 1234), and also as list commas inside a bracketed
-    list ("[1,234]"); a percentage is read as stated and as a fraction ("25%" is 25 and 0.25)."""
-    # ISO and slash dates only: a named month ("July 20, 1976") leaves its numbers readable
-    dates = [m.span() for m in _NUMERIC_DATE.finditer(text)] if _DATE_HINT.search(text) else []
-    out: list[tuple[str, bool, float, int, int]] = []
-    for m in NUMBER.finditer(text):
-        if dates and any(a <= m.start() < b for a, b in dates):
-            continue
+def _read_general(text: str, found: list[re.Match[str]]) -> list[_Entry]:
+    """Every reading of the matched literals: percentages both ways, separators both ways in lists."""
+    out: list[_Entry] = []
+    for m in found:
         literal = m.group(0)
         a, b = m.span()
         if m.lastindex is not None:  # a percentage: only the named groups `pct` and `pct2` capture
@@ -167,17 +180,56 @@ def _scan(text: str) -> _Scan:
         out.append(_entry(literal, False, a, b))
         if "," in literal and (text[a - 1 : a] == "[" or text[b : b + 1] == "]"):
             out.extend(_entry(part, False, a, b) for part in literal.split(",") if part.strip("+-"))
-    finite = sorted((e[2], i) for i, e in enumerate(out) if math.isfinite(e[2]))
-    odd = tuple(i for i, e in enumerate(out) if not math.isfinite(e[2]))
-    return _Scan(tuple(out), tuple(f for f, _ in finite), tuple(i for _, i in finite), odd)
+    return out
+
+
+def _plain_floats(text: str, literals: list[str]) -> list[float] | None:
+    """The literals' floats when each is read once, as Python reads it: no percentage, no
+    separator, nothing like "1.2 × 10^6" (None otherwise: `_read_general` reads them)."""
+    if "%" in text or "," in "".join(literals):
+        return None
+    try:
+        return list(map(float, literals))
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=8192)
+def _scan(text: str) -> _Scan:
+    """Every value the text's numbers stand for: numbers inside dates are not read; thousands
+    separators are read as such ("1,234" is 1234), and also as list commas inside a bracketed
+    list ("[1,234]"); a percentage is read as stated and as a fraction ("25%" is 25 and 0.25)."""
+    found = list(NUMBER.finditer(text))
+    if found and _DATE_HINT.search(text):
+        # ISO and slash dates only: a named month ("July 20, 1976") leaves its numbers readable
+        dates = [m.span() for m in _NUMERIC_DATE.finditer(text)]
+        found = [m for m in found if not any(a <= m.start() < b for a, b in dates)]
+    # Most tool outputs state only plain numbers: they are read in bulk (the reward scans every
+    # call output once, and this is most of its time per trajectory); the rest one by one.
+    literals = [m.group(0) for m in found]
+    approx = _plain_floats(text, literals)
+    general, starts = None, [m.start() for m in found]
+    if approx is None:
+        literals, starts = [], []
+        general = tuple(_read_general(text, found))
+        approx = [e[2] for e in general]
+    if math.isfinite(sum(approx)):  # every float finite (inf or nan would make the sum so)
+        order = sorted(range(len(approx)), key=approx.__getitem__)  # stable: ties in text order
+        floats, at, odd = tuple([approx[i] for i in order]), tuple(order), ()
+    else:
+        finite = sorted((f, i) for i, f in enumerate(approx) if math.isfinite(f))
+        floats, at = tuple(f for f, _ in finite), tuple(i for _, i in finite)
+        odd = tuple(i for i, f in enumerate(approx) if not math.isfinite(f))
+    return _Scan(general, tuple(literals), tuple(starts), tuple(approx), floats, at, odd)
 
 
 @lru_cache(maxsize=8192)
 def readings(text: str) -> tuple[Reading, ...]:
     """Every value the text's numbers stand for (`_scan` says how they are read), in text order."""
-    return tuple(Reading._make(e) for e in _scan(text).entries)
+    return tuple(Reading._make(e) for e in _scan(text).entries())
 
 
+@lru_cache(maxsize=65536)  # the reward asks it of every sub-answer for every call output
 def answer_number(answer: str) -> sympy.Rational | None:
     """The answer's number when the answer is numeric (one number, at most a few unit words)."""
     if date_spans(answer):
@@ -215,7 +267,23 @@ def _float_miss(a: float, tol: float, r: Reading) -> bool:
     return d > max(tol, half) * (1 + 1e-9) + eps
 
 
-def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[Reading]:
+def _float_hit(a: float, tol: float, r: Reading) -> bool:
+    """Floats say `r` agrees with `a` within the tolerance alone: their distance is below it by far
+    more than the floats' own rounding (a few ulps of the larger value), so the exact test agrees."""
+    if not (math.isfinite(a) and math.isfinite(r.approx)):
+        return False
+    return abs(a - r.approx) < tol * (1 - 1e-9) - 4e-12 * max(1.0, abs(a), abs(r.approx))
+
+
+def _agrees(number: sympy.Rational, a: float, tol: float, r: Reading, rule: AnswerRule) -> bool:
+    """`r` agrees with `number` (`a` its float, `tol` the rule's tolerance of it as a float): floats
+    decide the clear misses and the clear hits, the exact test the rest."""
+    if _float_miss(a, tol, r):
+        return False
+    return _float_hit(a, tol, r) or within_tolerance(number, r.value, rule, r.half_unit)
+
+
+def agreeing_readings(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[Reading]:
     """The readings of `text` that agree with `number` under `rule`."""
     # Floats reject the clear misses cheaply; only candidates near the tolerance boundary (or
     # values floats cannot hold) are decided exactly, so the result equals the exact test.
@@ -229,23 +297,21 @@ def _agreeing(number: sympy.Rational, text: str, rule: AnswerRule) -> Iterator[R
         lo, hi = bisect.bisect_left(scan.floats, a - bound), bisect.bisect_right(scan.floats, a + bound)
         candidates = sorted((*scan.at[lo:hi], *scan.odd))  # text order, as before
     else:
-        candidates = range(len(scan.entries))
+        candidates = range(len(scan.approx))
     for i in candidates:
-        r = Reading._make(scan.entries[i])
-        if not _float_miss(a, tol, r) and within_tolerance(number, r.value, rule, r.half_unit):
+        r = Reading._make(scan.entry(i))
+        if _agrees(number, a, tol, r, rule):
             yield r
 
 
 def reading_agrees(given: tuple[sympy.Rational, float], r: Reading, rule: AnswerRule) -> bool:
     """`r` agrees with a given number (floats first, exactly near the boundary)."""
     exact, a = given
-    return not _float_miss(a, max(rule.abs_tol, rule.rel_tol * abs(a)), r) and within_tolerance(
-        exact, r.value, rule, r.half_unit
-    )
+    return _agrees(exact, a, max(rule.abs_tol, rule.rel_tol * abs(a)), r, rule)
 
 
 def _number_in_text(number: sympy.Rational, text: str, rule: AnswerRule) -> bool:
-    return next(_agreeing(number, text, rule), None) is not None
+    return next(agreeing_readings(number, text, rule), None) is not None
 
 
 def _date_of(answer: str) -> dt.date | None:
