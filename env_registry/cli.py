@@ -27,6 +27,7 @@ import sys
 from typing import Any
 
 from astra_foundation.clikit import add_output_file, add_quiet, run_cli
+from astra_foundation.llm.config import add_llm_arguments
 from env_registry import cli_rl_flags
 
 # This module only parses. Each subcommand names its command ("MODULE:FUNCTION", mostly in
@@ -238,6 +239,14 @@ def _export_parquet(sub: Any, common: argparse.ArgumentParser) -> None:
     e.add_argument("--no-system-prompt", action="store_true", help="user message only")
     e.add_argument(
         "--interaction", default=DEFAULT_INTERACTION, help=f"interaction hook name (default {DEFAULT_INTERACTION})"
+    )
+    add_llm_arguments(
+        e,
+        "user",
+        "optional: an LLM that words the missing_value rows' user (written into their interaction_kwargs); "
+        "default: their scripted user",
+        only=("base-url", "model"),
+        from_env=False,
     )
     e.add_argument("--tokenizer", help="tokenizer path: measure each prompt with the row's tools")
     e.add_argument("--max-prompt-length", type=int, help="drop rows whose prompt is longer (needs --tokenizer)")

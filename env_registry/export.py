@@ -58,7 +58,7 @@ from astra_foundation.strict import StrictModel
 from env_registry.answer_channel import inferred_type, instruction
 from env_registry.rows import AGENT_NAME, ROW_VERSION, RowInfo, ToolRef, compact_tool, distractor_key
 from env_registry.spec import EnvSpec
-from env_registry.variants import interaction_kwargs
+from env_registry.variants import LLMUserConfig, interaction_kwargs
 
 DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful assistant with access to tools. Answer the user's question by calling the tools "
@@ -110,6 +110,8 @@ class ExportConfig(StrictModel):
     # self-contained: rows carry their specs and resolve anywhere; store: rows name the store's
     # absolute path (a tenth of the size; every node needs that path); env_registry.rows says more
     rows: Literal["self-contained", "store"] = "self-contained"
+    # the LLM that words the missing-value rows' user (None: their scripted user; env_registry.variants)
+    user: LLMUserConfig | None = None
 
     @field_validator("val_fraction")
     @classmethod
@@ -268,7 +270,7 @@ def export_rows(
                     "index": len(rows),
                     "split": split,
                     "astra": info.to_json(),
-                    "interaction_kwargs": interaction_kwargs(env, cfg.interaction_kwargs),
+                    "interaction_kwargs": interaction_kwargs(env, cfg.interaction_kwargs, cfg.user),
                 },
             }
         )

@@ -34,9 +34,11 @@ from env_registry.answer_channel import INABILITY, final_message, has_channel, i
 from env_registry.spec import EnvSpec, Variant
 
 __all__ = [
+    "LLM_USER_HOOK",
     "MIX",
     "OTHERWISE",
     "VARIANTS",
+    "LLMUserConfig",
     "UserScript",
     "VariantRule",
     "VariantShares",
@@ -47,6 +49,7 @@ __all__ = [
 ]
 
 SCRIPTED_USER_HOOK = "scripted_user_turns"  # astra_verl.rollout.hooks.ScriptedUserTurnsHook
+LLM_USER_HOOK = "llm_user_turns"  # astra_verl.rollout.hooks.LLMUserTurnsHook: UserScript's turns, an LLM's words
 OTHERWISE = "otherwise"  # UserScript.next: the user's "I know nothing else"
 
 
@@ -178,16 +181,44 @@ def variant_problems(env: EnvSpec) -> list[tuple[str, str]]:
     return VARIANTS[env.variant].problems(env)
 
 
-def interaction_kwargs(env: EnvSpec, default: dict[str, Any]) -> dict[str, Any]:
+class LLMUserConfig(StrictModel):
+    """An LLM that words the user of missing-value rows (`--user-base-url/--user-model` of
+    `export-parquet` and `eval envs`): WHEN the user speaks stays `UserScript`'s rule, WHAT it says
+    at a listed turn is the model's reply (the hook `llm_user_turns`)."""
+
+    section = "LLM user (--user-base-url, --user-model)"
+
+    base_url: str = Field(min_length=1)  # an OpenAI-compatible endpoint (.../v1)
+    model: str = Field(min_length=1)
+
+    def describe(self) -> str:
+        """The user's name in results and manifests (`scripted` is the other)."""
+        return f"llm:{self.model}"
+
+
+def interaction_kwargs(env: EnvSpec, default: dict[str, Any], user: LLMUserConfig | None = None) -> dict[str, Any]:
     """The hook configuration a row of `env` carries: the scripted user of a missing-value
-    environment (so RL, `eval envs` and SFT run the same user), else `default`."""
+    environment (so RL, `eval envs` and SFT run the same user), else `default`. With `user`, the
+    missing-value row's user is worded by that LLM (`llm_user_turns`): its turns stay the scripted
+    ones (they say when it speaks), and the row adds the endpoint and the facts the user holds."""
     if not VARIANTS[env.variant].user or env.user is None:
         return dict(default)
-    return {
+    scripted = {
         "name": SCRIPTED_USER_HOOK,
         "turns": env.user.turns(),
         "otherwise": env.user.otherwise,
         "answer_ends": True,
+    }
+    if user is None:
+        return scripted
+    return {
+        **scripted,
+        "name": LLM_USER_HOOK,
+        "user_base_url": user.base_url,
+        "user_model": user.model,
+        "user_question": env.question,
+        "user_missing": env.user.missing,
+        "user_value": env.user.value,
     }
 
 

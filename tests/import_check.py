@@ -40,7 +40,7 @@ EXPECTED = {
     "platforms": {"cpu"},
     "rollout backends": {"hf_cpu"},
     "tool parsers": {"astra_hermes"},
-    "hooks": {"astra_default", "scripted_user_turns", "bfcl_multi_turn", "tau_user"},
+    "hooks": {"astra_default", "scripted_user_turns", "llm_user_turns", "bfcl_multi_turn", "tau_user"},
 }
 
 

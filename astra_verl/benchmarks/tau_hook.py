@@ -42,6 +42,7 @@ from astra_verl.rollout.hooks import (
     register_hook,
     user_turn_counts,
 )
+from astra_verl.rollout.llm_user import RoleSwappedChat
 
 HOOK_NAME = "tau_user"
 STOP = "###STOP###"
@@ -83,33 +84,20 @@ class ScriptedUser:
         return self.script[self.said - 1]
 
 
-class LLMUser:
-    """τ-bench's LLM user: the conversation with roles swapped, under τ-bench's user prompt."""
+class LLMUser(RoleSwappedChat):
+    """τ-bench's LLM user: the conversation with roles swapped, under τ-bench's user prompt, opened
+    by the agent's greeting."""
 
     def __init__(self, instruction: str, base_url: str, model: str, *, max_tokens: int | None, timeout_s: float):
-        self.messages = [
-            {"role": "system", "content": user_system_prompt(instruction)},
-            {"role": "user", "content": OPENING},
-        ]
-        # One client per episode: a cached one would outlive the event loop it was made on.
-        from astra_foundation.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
-
-        budget = {} if max_tokens is None else {"max_tokens": max_tokens}  # None: LLMConfig's default
-        self.client = build_client(
-            LLMConfig(base_urls=[base_url], model=model, cache=False, timeout_s=timeout_s, **budget)
+        super().__init__(
+            user_system_prompt(instruction),
+            base_url,
+            model,
+            step="tau.user",
+            opening=({"role": "user", "content": OPENING},),
+            max_tokens=max_tokens,
+            timeout_s=timeout_s,
         )
-
-    async def reply(self, agent_message: str | None) -> str:
-        if agent_message is not None:
-            self.messages.append({"role": "user", "content": agent_message})
-        turn = sum(1 for m in self.messages if m["role"] == "assistant")
-        completion = await self.client.complete(list(self.messages), step="tau.user", sample=turn, use_cache=False)
-        text = completion.text or ""
-        self.messages.append({"role": "assistant", "content": text})
-        return text
-
-    async def aclose(self) -> None:
-        await self.client.aclose()
 
 
 def _number(kwargs: dict[str, Any], key: str, kind: type, default: Any) -> Any:

@@ -6,6 +6,8 @@
     python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --temperature 0.5 --n 4
     # ... served by vLLM (`vllm serve CKPT`): token prompts in, token ids out
     python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --base-url http://localhost:8000/v1 --model CKPT
+    # ... the missing-value rows' user worded by an LLM (default: the rows' scripted user)
+    python -m astra_verl.eval envs --data VAL.parquet --model-path CKPT --user-base-url http://localhost:8001/v1 --user-model USER
 
     # evaluate a served model (vLLM or any OpenAI-compatible endpoint with tool calling)
     python -m astra_verl.eval bfcl --base-url http://localhost:8000/v1 --model Qwen/Qwen3-8B
@@ -74,6 +76,18 @@ def _sandbox(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-timeout", type=float, default=30.0, help="seconds per tool call / checker run (default 30)")
 
 
+def _user_endpoint(p: argparse.ArgumentParser) -> None:
+    """The missing-value rows' LLM user, `--user-base-url/--user-model` (as `eval tau`'s user and
+    `env_registry export-parquet`'s): both or neither (the scripted user)."""
+    add_llm_arguments(
+        p,
+        "user",
+        "optional: an LLM that words the missing_value rows' user; default: their scripted user",
+        only=("base-url", "model"),
+        from_env=False,
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Every subcommand and flag of `python -m astra_verl.eval`. Over 60 lines because it is one
     declarative table, read top to bottom as `--help` prints it."""
@@ -99,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_llm_arguments(
         envs, what="optional: vLLM serving the policy, token prompts in", only=(*ENDPOINT, "timeout"), from_env=False
     )
+    _user_endpoint(envs)
     envs.add_argument("--out", default=None, help="output folder (default runs/eval_envs/<checkpoint>_<data>)")
     envs.add_argument("--recipe", default="astra_cpu", help="the recipe the episodes run under (default astra_cpu)")
     envs.add_argument(
@@ -403,7 +418,14 @@ def _check_envs_inputs(args: argparse.Namespace) -> None:
 def cmd_envs(args: argparse.Namespace) -> int:
     from astra_foundation.strict import SettingsError
     from astra_verl.eval import envs_report
-    from astra_verl.eval.envs import EnvEvalConfig, EnvEvalError, EnvEvaluation, checkpoint_name, write_manifest
+    from astra_verl.eval.envs import (
+        EnvEvalConfig,
+        EnvEvalError,
+        EnvEvaluation,
+        check_user,
+        checkpoint_name,
+        write_manifest,
+    )
 
     _check_envs_inputs(args)
     out = args.out or Path("runs") / "eval_envs" / f"{checkpoint_name(args.model_path)}_{Path(args.data).stem}"
@@ -425,13 +447,17 @@ def cmd_envs(args: argparse.Namespace) -> int:
             limit=args.limit,
             seed=args.seed,
             label=args.label,
+            user_base_url=args.user_base_url,
+            user_model=args.user_model,
         )
+        check_user(cfg)  # an unreachable user fails here, before the checkpoint loads
         t0 = time.perf_counter()
         evaluation = EnvEvaluation(cfg, progress=not args.quiet)
     except (SettingsError, EnvEvalError) as exc:
         raise UsageError(f"eval envs: {exc}") from None
     print(
-        f"eval envs: {len(evaluation.rows)} rows x {cfg.n}, sampling {evaluation.params}; run dir {cfg.out}",
+        f"eval envs: {len(evaluation.rows)} rows x {cfg.n}, sampling {evaluation.params}, user {cfg.user_name}; "
+        f"run dir {cfg.out}",
         file=sys.stderr,
     )
     evaluation.run()

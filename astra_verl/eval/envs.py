@@ -21,6 +21,13 @@ Results (`<out>/results.jsonl`, resumable: a rerun runs only what is not scored 
 row's domain, scenario type, hop count and variant, how the episode ended, and the decoded response. A
 file holds one policy at one temperature: another's is refused before the first episode.
 `envs_report` turns them into the table and the plot.
+
+The user of missing-value rows: the scripted one the row carries, or with `--user-base-url URL
+--user-model NAME` one worded by that LLM (`env_registry.variants.interaction_kwargs` rewrites
+those rows' hook configuration, as `export-parquet` with the same flags writes it; when the user
+speaks stays the scripted rule). The endpoint is checked before the first episode
+(`check_user`), and each record names its user (`user`: "scripted" or "llm:MODEL"), part of the
+run's settings: a file holds one user's episodes.
 """
 
 from __future__ import annotations
@@ -44,7 +51,7 @@ from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import RolloutMode
 
 from astra_foundation.errors import UserError
-from astra_foundation.llm import LLMConfig, build_client
+from astra_foundation.llm import LLMConfig, LLMFlags, build_client, preflight
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.endpoint import EndpointServer
@@ -52,10 +59,13 @@ from astra_verl.eval.results import ResultRecord, ResultsFile
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
 from astra_verl.rollout.context import RolloutContext
+from astra_verl.rollout.llm_user import endpoints
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
 from env_registry.rows import RowInfo, row_env
 from env_registry.shape import shape_of
+from env_registry.spec import EnvSpec, Variant
 from env_registry.store import EnvStore
+from env_registry.variants import LLMUserConfig, interaction_kwargs
 
 RESULTS_VERSION = 1
 
@@ -86,6 +96,9 @@ class EnvEvalConfig(StrictModel):
     limit: int | None = Field(default=None, ge=1)
     seed: int = 0
     label: str = ""  # a name for the policy in tables and plots (default: the model's)
+    # the LLM that words the missing-value rows' user (None: the rows' scripted user)
+    user_base_url: str | None = None
+    user_model: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> EnvEvalConfig:
@@ -93,11 +106,26 @@ class EnvEvalConfig(StrictModel):
             raise ValueError("--n > 1 needs --temperature > 0: greedy decoding repeats one episode")
         if (self.base_url is None) != (self.model is None):
             raise ValueError("an endpoint needs both --base-url and --model (the name the server gives the policy)")
+        if bool(self.user_base_url) != bool(self.user_model):
+            raise ValueError(
+                "an LLM user needs both --user-base-url and --user-model (leave both out for the scripted user)"
+            )
         return self
 
     @property
     def name(self) -> str:
         return self.label or checkpoint_name(self.model_path)
+
+    @property
+    def user(self) -> LLMUserConfig | None:
+        """The LLM user of missing-value rows, None for the scripted one."""
+        if not self.user_base_url or not self.user_model:
+            return None
+        return LLMUserConfig(base_url=self.user_base_url, model=self.user_model)
+
+    @property
+    def user_name(self) -> str:
+        return "scripted" if self.user is None else self.user.describe()
 
 
 def checkpoint_name(path: str) -> str:
@@ -110,7 +138,7 @@ class EnvEpisode(ResultRecord):
     """One scored episode (a line of the results file; one policy and temperature per file)."""
 
     section = "eval envs results record"
-    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("policy", "temperature")
+    RUN_FIELDS: ClassVar[tuple[str, ...]] = ("policy", "temperature", "user")
 
     version: Literal[1] = RESULTS_VERSION
     id: str  # "<row>:<sample>"
@@ -127,6 +155,9 @@ class EnvEpisode(ResultRecord):
     # field are answerable episodes: no other variant existed
     variant: str = "answerable"
     temperature: float
+    # who answered the missing-value rows' questions: "scripted" (lines written before the field
+    # existed: no other user existed) or "llm:MODEL" (--user-model)
+    user: str = "scripted"
     reward: float
     f1: float
     precision: float
@@ -145,10 +176,12 @@ class EnvEpisode(ResultRecord):
     elapsed_s: float
 
 
-def results_file(path: Path, policy: str | None = None, temperature: float | None = None) -> ResultsFile[EnvEpisode]:
-    """The run's results file at `path`; `policy` and `temperature`: the run that appends (a file of
-    another policy's or temperature's is refused here), None to read."""
-    run = None if policy is None else {"policy": policy, "temperature": temperature}
+def results_file(
+    path: Path, policy: str | None = None, temperature: float | None = None, user: str = "scripted"
+) -> ResultsFile[EnvEpisode]:
+    """The run's results file at `path`; `policy`, `temperature` and `user`: the run that appends (a
+    file of another policy's, temperature's or user's is refused here), None to read."""
+    run = None if policy is None else {"policy": policy, "temperature": temperature, "user": user}
     return ResultsFile(path, EnvEpisode, run=run)
 
 
@@ -184,9 +217,8 @@ def episode_kwargs(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def row_facts(row: dict[str, Any], stores: dict[str, EnvStore]) -> dict[str, Any]:
+def env_facts(env: EnvSpec) -> dict[str, Any]:
     """Domain, scenario type, hop count and variant of a row's environment (carried by the row or from its store)."""
-    env = row_env(RowInfo.from_extra_info(row["extra_info"]), stores)
     return {
         "env_id": env.id,
         "domain": env.domain,
@@ -194,6 +226,25 @@ def row_facts(row: dict[str, Any], stores: dict[str, EnvStore]) -> dict[str, Any
         "hops": shape_of(env).hops,
         "variant": env.variant.value,
     }
+
+
+def with_user(row: dict[str, Any], env: EnvSpec, user: LLMUserConfig | None) -> dict[str, Any]:
+    """`row` with its missing-value user worded by `user` (the hook configuration export-parquet
+    writes with the same flags); any other row, or no `user`, as it is."""
+    if user is None or env.variant is not Variant.MISSING_VALUE:
+        return row
+    extra = dict(row["extra_info"])
+    extra["interaction_kwargs"] = interaction_kwargs(env, dict(extra.get("interaction_kwargs") or {}), user)
+    return {**row, "extra_info": extra}
+
+
+def check_user(cfg: EnvEvalConfig) -> None:
+    """PreflightError (what failed and which flag to fix) unless the LLM user's endpoint answers and
+    serves its model: before the first episode, not at the first question asked minutes into the run.
+    The hook's client reads the key from LLMConfig's default variable, so the check does too."""
+    user = cfg.user
+    if user is not None:
+        preflight(LLMConfig(base_urls=endpoints(user.base_url), model=user.model), flags=LLMFlags("user"))
 
 
 # -- the policy's server ----------------------------------------------------------------------
@@ -306,11 +357,15 @@ class EnvEvaluation:
         self.model_type = AutoConfig.from_pretrained(cfg.model_path).model_type
         self.rows = load_rows(cfg.data, cfg.limit)
         stores: dict[str, EnvStore] = {}
-        self.facts = [row_facts(r, stores) for r in self.rows]
+        envs = [row_env(RowInfo.from_extra_info(r["extra_info"]), stores) for r in self.rows]
+        self.facts = [env_facts(e) for e in envs]
+        self.rows = [with_user(r, e, cfg.user) for r, e in zip(self.rows, envs, strict=True)]
         self.params = sampling_params(self.config, cfg)
         self.reward = reward_manager(self.config, self.tokenizer)
         # another run's file is refused here, before the first episode
-        self.results = results_file(cfg.out / "results.jsonl", cfg.name, float(self.params["temperature"]))
+        self.results = results_file(
+            cfg.out / "results.jsonl", cfg.name, float(self.params["temperature"]), cfg.user_name
+        )
         self.server = server
         self.context = RolloutContext()  # this run's sandbox pool and tool caches, as a verl worker's
         self.progress = progress
@@ -347,6 +402,7 @@ class EnvEvaluation:
             sample=k,
             data_source=row["data_source"],
             temperature=float(self.params["temperature"]),
+            user=self.cfg.user_name,
             reward=float(scored.reward),
             f1=info["f1"],
             precision=info["precision"],

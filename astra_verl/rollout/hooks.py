@@ -36,10 +36,11 @@ from typing import Any, ClassVar, Protocol
 
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
+from astra_verl.rollout.llm_user import RoleSwappedChat, missing_value_prompt
 from env_registry.episode_driver import HookAction, SilentHook
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
-from env_registry.variants import OTHERWISE, UserScript
+from env_registry.variants import LLM_USER_HOOK, OTHERWISE, UserScript
 
 
 class HookError(ValueError):
@@ -225,7 +226,53 @@ class ScriptedUserTurnsHook(EnvironmentHook):
         if step == OTHERWISE:
             return HookAction(user_message=self.otherwise)
         turn = self.turns[step]
-        return HookAction(user_message=turn.content, add_tools=turn.add_tools)
+        return HookAction(user_message=await self.words(turn, content), add_tools=turn.add_tools)
+
+    async def words(self, turn: UserTurn, agent_message: str) -> str:
+        """What the user says at a listed turn, in answer to `agent_message`: the row's text."""
+        return turn.content or ""
 
     async def on_end(self, view: EpisodeView) -> dict[str, Any]:
         return user_turn_counts(len(self.turns))
+
+
+# interaction_kwargs of an LLM user (env_registry.variants.interaction_kwargs writes them)
+LLM_USER_KEYS = ("user_base_url", "user_model", "user_question", "user_missing", "user_value")
+
+
+@register_hook(LLM_USER_HOOK)
+class LLMUserTurnsHook(ScriptedUserTurnsHook):
+    """A missing-value environment's user worded by an LLM (`--user-base-url/--user-model` of
+    `export-parquet` and `eval envs`). WHEN it speaks is `ScriptedUserTurnsHook`'s rule
+    (`UserScript`: the row's listed turns, then `otherwise` once, then the end; an answer ends
+    it); WHAT it says at a listed turn is the model's reply to the conversation so far, the model
+    told (`llm_user.MISSING_VALUE_USER_PROMPT`) that it asked `user_question`, knows exactly
+    `user_value` (`user_missing`) and nothing else.
+
+    interaction_kwargs: the scripted user's, plus `LLM_USER_KEYS` (non-empty strings). One
+    client per episode, opened at the first listed turn (an episode that never asks opens none)
+    and closed at the end."""
+
+    def __init__(self, kwargs: dict[str, Any]):
+        super().__init__(kwargs)
+        for key in LLM_USER_KEYS:
+            value = kwargs.get(key)
+            if not isinstance(value, str) or not value.strip():
+                raise HookError(
+                    f"{LLM_USER_HOOK}: interaction_kwargs.{key} must be a non-empty string, got {value!r}; "
+                    "re-export the rows with `python -m env_registry export-parquet --user-base-url URL "
+                    "--user-model NAME` (or run them with `eval envs --user-base-url URL --user-model NAME`)"
+                )
+        self.chat: RoleSwappedChat | None = None
+
+    async def words(self, turn: UserTurn, agent_message: str) -> str:
+        if self.chat is None:
+            k = self.kwargs
+            system = missing_value_prompt(k["user_question"], k["user_missing"], k["user_value"])
+            self.chat = RoleSwappedChat(system, k["user_base_url"], k["user_model"], step="missing_value.user")
+        return await self.chat.reply(agent_message)
+
+    async def on_end(self, view: EpisodeView) -> dict[str, Any]:
+        if self.chat is not None:
+            await self.chat.aclose()
+        return await super().on_end(view)

@@ -19,7 +19,7 @@ from env_registry.commands.common import csv, open_store, say
 from env_registry.export import DEFAULT_SYSTEM_PROMPT, ExportConfig, export_rows, write_export
 from env_registry.golden_sft import NoTool, Recovery, write_golden_sft
 from env_registry.mixing import build_mixer
-from env_registry.variants import VariantShares, select_shares
+from env_registry.variants import LLMUserConfig, VariantShares, select_shares
 
 
 def _mixer(args: argparse.Namespace, store):
@@ -35,9 +35,22 @@ def _mixer(args: argparse.Namespace, store):
     return build_mixer(store, args.mixing, seed=args.seed, **opts)
 
 
+def _user(args: argparse.Namespace) -> LLMUserConfig | None:
+    """The LLM user of missing-value rows (`--user-base-url/--user-model`), None: the scripted one."""
+    if not args.user_base_url and not args.user_model:
+        return None
+    if not (args.user_base_url and args.user_model):
+        raise UsageError(
+            "export-parquet: an LLM user needs both --user-base-url and --user-model (leave both out for the "
+            "scripted user)"
+        )
+    return LLMUserConfig(base_url=args.user_base_url, model=args.user_model)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     if args.max_prompt_length is not None and not args.tokenizer:
         raise UsageError("--max-prompt-length needs --tokenizer (prompts are measured with its chat template)")
+    user = _user(args)
     store = open_store(args)
     domains = set(csv(args.domains) or [])
     envs = store.filter(lambda e: e.domain in domains) if domains else store
@@ -63,6 +76,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         interaction_kwargs={"name": args.interaction},
         max_prompt_length=args.max_prompt_length,
         rows=args.rows,
+        user=user,
     )
     t0 = time.perf_counter()
     result = export_rows(
@@ -78,6 +92,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     say(f"  mixing {json.dumps(result.mixing)}; {result.distractors / max(n_rows, 1):.2f} distractors per row")
     if set(variants) != {"answerable"}:
         say("  variants: " + ", ".join(f"{v} {n}" for v, n in sorted(variants.items())))
+    if user is not None:
+        say(f"  missing_value rows' user: {user.describe()} at {user.base_url} ({variants['missing_value']} rows)")
     if tokenizer is not None:
         lengths = [json.loads(r["extra_info"]["astra"])["prompt_tokens"] for r in result.train + result.val]
         if lengths:
