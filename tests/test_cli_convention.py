@@ -67,6 +67,7 @@ ENDPOINT = {
 }
 SECOND = {("data_synth", "traj", "run"): ("agent", "judge"), ("astra_verl.eval", "tau"): ("user",)}
 SECOND |= {("data_synth", "traj", "judge"): ("judge",), ("astra_verl.eval", "tau-export"): ("user",)}
+SECOND |= {("astra_verl.eval", "envs"): ("user",), ("env_registry", "export-parquet"): ("user",)}  # issue 49's LLM user
 OLD = ("--run-dir", "--override", "--llm-", "--sandbox-call-timeout", "--model-dir", "--write ")
 KNOB_HELP = "OpenAI-compatible base URL(s)"  # add_llm_arguments' words: the flag was not declared by hand
 

@@ -77,7 +77,7 @@ def check_endpoints(cfg: Any) -> int | None:
         known = [s for s in sizes if s is not None]
         context = min(known) if known else None
     if cfg.user == "llm":
-        # the hook's client reads the key from LLMConfig's default variable (tau_hook.LLMUserSimulator)
+        # the hook's client reads the key from LLMConfig's default variable (tau_hook.LLMUser, through llm_user.RoleSwappedChat)
         preflight(LLMConfig(base_urls=[cfg.user_base_url], model=cfg.user_model), flags=LLMFlags("user"))
     return context
 
