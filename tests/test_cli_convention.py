@@ -51,12 +51,14 @@ ROOTS = {
     ("astra_verl.eval",): {"envs", "bfcl", "bfcl-single", "bfcl-export", "bfcl-replay", "tau", "tau-export"},
     ("astra_verl.models",): {"smollm2"},
 }
+ROOTS[("data_synth", "traj")].add("variants")  # issue 49: tasks of the other behaviours
 # Subcommands that talk to an endpoint: they take `--base-url` (or only the user model's).
 ENDPOINT = {
     ("data_synth", "env", "run"),
     ("data_synth", "env", "decompose"),
     ("data_synth", "traj", "run"),
     ("data_synth", "traj", "graph"),
+    ("data_synth", "traj", "variants"),
     ("data_synth", "traj", "interact"),
     ("env_registry", "import-astra"),
     ("env_registry", "recover-calls"),
@@ -65,9 +67,10 @@ ENDPOINT = {
     ("astra_verl.eval", "envs"),
     ("astra_verl.eval", "tau"),
 }
-SECOND = {("data_synth", "traj", "run"): ("agent", "judge"), ("astra_verl.eval", "tau"): ("user",)}
+SECOND = {("data_synth", "traj", "run"): ("agent", "judge", "user"), ("astra_verl.eval", "tau"): ("user",)}
 SECOND |= {("data_synth", "traj", "judge"): ("judge",), ("astra_verl.eval", "tau-export"): ("user",)}
 SECOND |= {("astra_verl.eval", "envs"): ("user",), ("env_registry", "export-parquet"): ("user",)}  # issue 49's LLM user
+SECOND |= {("data_synth", "traj", "interact"): ("user",)}  # issue 49: missing-value trajectories' LLM user
 OLD = ("--run-dir", "--override", "--llm-", "--sandbox-call-timeout", "--model-dir", "--write ")
 KNOB_HELP = "OpenAI-compatible base URL(s)"  # add_llm_arguments' words: the flag was not declared by hand
 

@@ -42,7 +42,7 @@ from astra_verl.rollout.hooks import (
     register_hook,
     user_turn_counts,
 )
-from astra_verl.rollout.llm_user import RoleSwappedChat
+from env_registry.llm_user import RoleSwappedChat
 
 HOOK_NAME = "tau_user"
 STOP = "###STOP###"

@@ -36,8 +36,8 @@ from typing import Any, ClassVar, Protocol
 
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
-from astra_verl.rollout.llm_user import RoleSwappedChat, missing_value_prompt
 from env_registry.episode_driver import HookAction, SilentHook
+from env_registry.llm_user import RoleSwappedChat, missing_value_prompt
 from env_registry.rows import ToolRef
 from env_registry.spec import EnvSpec
 from env_registry.variants import LLM_USER_HOOK, OTHERWISE, UserScript
@@ -246,7 +246,7 @@ class LLMUserTurnsHook(ScriptedUserTurnsHook):
     `export-parquet` and `eval envs`). WHEN it speaks is `ScriptedUserTurnsHook`'s rule
     (`UserScript`: the row's listed turns, then `otherwise` once, then the end; an answer ends
     it); WHAT it says at a listed turn is the model's reply to the conversation so far, the model
-    told (`llm_user.MISSING_VALUE_USER_PROMPT`) that it asked `user_question`, knows exactly
+    told (`env_registry.llm_user.MISSING_VALUE_USER_PROMPT`) that it asked `user_question`, knows exactly
     `user_value` (`user_missing`) and nothing else.
 
     interaction_kwargs: the scripted user's, plus `LLM_USER_KEYS` (non-empty strings). One

@@ -12,6 +12,8 @@ runs for real on any tool documentation, with no server:
   chain the agent calls, as with a model that understood the request;
 - grades pass the default thresholds; rewrites append a note to the original request;
 - the simulator answers `{"done": <call>}`, or the error the prompt asks for;
+- the missing-value rewrite finds no value to withhold (those variant tasks are rejected,
+  `no_value_to_withhold`; the declining variants need no model and run as with one);
 - the agent calls the decoded tools one per turn, with a placeholder for each required argument,
   then reports the last result, ending with the answer channel; the judge gives 0.9, or 0.4 when a tool call failed.
 """
@@ -134,6 +136,7 @@ _HANDLERS: dict[str, Callable[[str, dict[str, Any]], dict[str, Any]]] = {
     "traj.simulate": _simulate,
     "traj.agent": _agent,
     "traj.judge": _judge,
+    "traj.withhold_value": lambda text, payload: {"argument": None, "reason": "canned: a dry run withholds nothing"},
 }
 
 

@@ -9,7 +9,10 @@ trajectories (docs/method.md §1). Every step is resumable: rerun the same comma
     tasks             chain-conditioned and server-only queries
     augment           diverse / complicate / persona augmentations
     score             LLM quality grades, per-dimension thresholds
-    interact          agent with function calling vs simulated (or MCP) tools
+    variants          tasks of the other behaviours (unanswerable, missing_value, missing_function:
+                      a tool removed or a value withheld; `--set variants.unanswerable=0.1`; none by default)
+    interact          agent with function calling vs simulated (or MCP) tools; a missing-value task's
+                      LLM user (--user-base-url/--user-model; default: the synthesis model)
     judge             seven-dimension reward filter (fail closed)
     export            sft.parquet (verl), trajectories.jsonl, funnel.json, report.md + plots
     funnel            print the funnel of the run so far
@@ -52,7 +55,7 @@ from data_synth.pipeline.run_options import add_run_arguments, add_run_dir_argum
 # This module only parses: the steps' modules (graphs, stores, pyarrow: about a second of imports)
 # are imported by `data_synth.traj.commands` when a command runs, so `--help` answers at once.
 
-_INPUTS, _LLM, _AGENT, _JUDGE, _PLOT = "inputs", "llm", "agent", "judge", "plot"
+_INPUTS, _LLM, _AGENT, _JUDGE, _USER, _PLOT = "inputs", "llm", "agent", "judge", "user", "plot"
 # Each step and what it takes beside the output folder, the settings and the run options.
 STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "ingest": ("tool docs -> servers", (_INPUTS,)),
@@ -62,11 +65,12 @@ STEPS: dict[str, tuple[str, tuple[str, ...]]] = {
     "tasks": ("chain-conditioned and server-only queries", (_LLM,)),
     "augment": ("diverse / complicate / persona augmentations", (_LLM,)),
     "score": ("LLM quality grades, per-dimension thresholds", (_LLM,)),
-    "interact": ("agent with function calling vs simulated (or MCP) tools", (_LLM, _AGENT)),
+    "variants": ("tasks of the other behaviours: a tool removed, a value withheld", (_LLM,)),
+    "interact": ("agent with function calling vs simulated (or MCP) tools", (_LLM, _AGENT, _USER)),
     "judge": ("seven-dimension reward filter", (_LLM, _JUDGE)),
     "export": ("sft.parquet, trajectories.jsonl, funnel.json, report", ()),
     "funnel": ("print the funnel of the run so far", ()),
-    "run": ("all of the above, in order", (_INPUTS, _LLM, _AGENT, _JUDGE, _PLOT)),
+    "run": ("all of the above, in order", (_INPUTS, _LLM, _AGENT, _JUDGE, _USER, _PLOT)),
 }
 
 
@@ -92,6 +96,8 @@ def _add_takes(p: argparse.ArgumentParser, takes: tuple[str, ...]) -> None:
         add_llm_arguments(p, "agent", "the agent that solves tasks; default: the synthesis model")
     if _JUDGE in takes:
         add_llm_arguments(p, "judge", "the trajectory judge; default: the synthesis model", temperature=0.0)
+    if _USER in takes:
+        add_llm_arguments(p, "user", "the LLM user of missing-value tasks; default: the synthesis model")
 
 
 def build_parser() -> argparse.ArgumentParser:

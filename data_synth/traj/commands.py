@@ -30,7 +30,7 @@ from data_synth.traj.records import GraphRecord, Server
 from data_synth.traj.run import STEP_ORDER, ContextFactory, Runner
 
 PIPELINE = "traj"
-LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "interact", "judge", "run"}
+LLM_STEPS = {"graph", "verify", "tasks", "augment", "score", "variants", "interact", "judge", "run"}
 READ_ONLY = {"funnel"}  # never create or change the run directory
 
 
@@ -44,6 +44,7 @@ STEP_SETTINGS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "traj.tasks": (("tasks",), "llm"),
     "traj.augment": (("tasks",), "llm"),
     "traj.score": (("tasks",), "llm"),
+    "traj.variants": (("variants",), "llm"),
     "traj.interact": (("interact",), "agent"),
     "traj.judge": (("judge",), "judge"),
 }
@@ -106,6 +107,9 @@ def _settings_of(args: argparse.Namespace, cfg: TrajConfig, name: str) -> dict[s
     settings: dict[str, Any] = {s: cfg.to_dict()[s] for s in sections}
     if role is not None:
         settings["model"] = answered_by(_llm_config(args, role) or _llm_config(args, "llm"))
+    if name == "traj.interact" and cfg.variants.missing_value > 0:  # the user words those trajectories
+        settings["user"] = answered_by(_llm_config(args, "user") or _llm_config(args, "llm"))
+        settings["variants"] = cfg.to_dict()["variants"]
     if name == "traj.ingest":
         files = expand_paths(args.inputs)
         settings.update(format=args.format, domain=args.domain)
@@ -141,7 +145,7 @@ def preflight_models(args: argparse.Namespace, cfg: TrajConfig) -> None:
             "(or --responder data_synth.traj.canned:respond for a dry run)"
         )
     preflight(llm, flags=LLMFlags())
-    for role, steps in (("agent", {"interact", "run"}), ("judge", {"judge", "run"})):
+    for role, steps in (("agent", {"interact", "run"}), ("judge", {"judge", "run"}), ("user", {"interact", "run"})):
         own = _llm_config(args, role)
         if own is not None and args.step in steps:
             preflight(own, flags=LLMFlags(_prefix(role)))
@@ -199,6 +203,7 @@ async def _main(args: argparse.Namespace, cfg: TrajConfig) -> int:
         llm=_llm_config(args, "llm"),
         agent=_llm_config(args, "agent"),
         judge=_llm_config(args, "judge"),
+        user=_llm_config(args, "user"),
         personas=cfg.tasks.personas,
     )
     runner = Runner(

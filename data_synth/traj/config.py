@@ -7,6 +7,7 @@
     verify:   {votes: 3, back_translate: true, match: exact}
     tasks:    {per_chain: 2, per_server: 3, augment: [diverse, complicate, persona], personas: null,
                thresholds: {question_quality: 3, scenario_realism: 3, tool_necessity: 4}}
+    variants: {unanswerable: 0.0, missing_value: 0.0, missing_function: 0.0, seed: 0, otherwise: "..."}
     interact: {max_llm_calls: 20, max_parallel_calls: 8, task_timeout_s: 600, failure_rate: 0.2, backend: simulated, ...}
     judge:    {threshold: 0.7, min_per_dim: {}, samples: 1}
     export:   {system_prompt: true, parallel_calls: keep}
@@ -30,6 +31,7 @@ from data_synth.traj.interact import InteractConfig
 from data_synth.traj.judge import JudgeConfig
 from data_synth.traj.propose import ProposeConfig
 from data_synth.traj.tasks import TaskConfig
+from data_synth.traj.variants import VariantsConfig
 from data_synth.traj.verify_chains import VerifyConfig
 
 
@@ -42,6 +44,7 @@ class TrajConfig(PipelineSettings):
     chains: ChainConfig = Field(default_factory=ChainConfig)
     verify: VerifyConfig = Field(default_factory=VerifyConfig)
     tasks: TaskConfig = Field(default_factory=TaskConfig)
+    variants: VariantsConfig = Field(default_factory=VariantsConfig)  # off: every share 0
     interact: InteractConfig = Field(default_factory=InteractConfig)
     judge: JudgeConfig = Field(default_factory=JudgeConfig)
     export: SFTExportConfig = Field(default_factory=SFTExportConfig)

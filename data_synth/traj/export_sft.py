@@ -9,7 +9,10 @@ every SFT writer builds, with its `SFT_VERSION`):
     tools        JSON text of the OpenAI tools list the agent had (`env_registry/sft_record.py` says
                  why text; `astra_verl.training.sft_dataset` is the dataset class that reads it)
     server_id, task_id, source, augmentation (the task's: base, diverse, complicate, persona), score,
-    num_tool_calls, sft_version (`variant`, an environment's, is null here)
+    num_tool_calls, sft_version
+    variant      the task's behaviour where `traj.variants` derived it (`env_registry.spec.Variant`:
+                 unanswerable, missing_value, missing_function); null for an answerable task, as
+                 before variants
 
 `trajectories.jsonl`: every trajectory the interaction produced, with its judgement (or the
 judge's rejection reason and detail), for inspection and re-filtering.
@@ -25,6 +28,7 @@ from astra_foundation.strict import StrictModel
 from data_synth.pipeline import read_envelopes
 from data_synth.traj.records import JudgedTrajectory, Trajectory
 from env_registry.sft_record import SFTRecord
+from env_registry.spec import Variant
 
 
 class SFTExportConfig(StrictModel):
@@ -67,6 +71,7 @@ def sft_row(item: JudgedTrajectory, cfg: SFTExportConfig) -> dict[str, Any]:
         task_id=t.task.key,
         source=t.task.source,
         augmentation=t.task.augmentation,
+        variant=None if t.task.behaviour is Variant.ANSWERABLE else t.task.behaviour,
         score=item.judgement.score,
     )
     return record.row()

@@ -161,8 +161,9 @@ async def drive(
     hook: EpisodeHook | None = None,
     temperature: float | None = None,
 ) -> None:
-    """Run `ep` to its end on the episode driver. Synthesis's own episodes have no environment
-    hook (one user turn); `hook` is the driver's, for an episode that has one."""
+    """Run `ep` to its end on the episode driver. Synthesis's answerable episodes have no
+    environment hook (one user turn); `hook` is the driver's, for an episode that has one (a
+    missing-value task's LLM user, `variants.LLMUserHook`)."""
     driver = EpisodeDriver(ep, SynthesisTransport(ep, server, backend), limits, hook or SilentHook())
     tools = server.openai_tools()
     await driver.reset()
@@ -174,7 +175,12 @@ async def drive(
 
 
 async def _run(
-    agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
+    agent: LLMClient,
+    server: Server,
+    item: ScoredTask,
+    backend: ToolBackend,
+    cfg: InteractConfig,
+    hook: EpisodeHook | None,
 ) -> TrajectoryEpisode:
     messages: list[dict[str, Any]] = []
     if cfg.system_prompt:
@@ -182,7 +188,7 @@ async def _run(
     messages.append({"role": "user", "content": item.task.query})
     ep = TrajectoryEpisode(messages=messages)
     limits = EpisodeLimits(max_assistant_turns=cfg.max_llm_calls, max_parallel_calls=cfg.max_parallel_calls)
-    await drive(agent, ep, server, backend, limits, temperature=cfg.agent_temperature)
+    await drive(agent, ep, server, backend, limits, hook=hook, temperature=cfg.agent_temperature)
     if ep.log.terminated_by is not Termination.NO_TOOL_CALL:
         raise Reject("no_final_answer", f"still calling tools after {cfg.max_llm_calls} agent LLM calls")
     if not ep.log.final_answer:
@@ -192,11 +198,18 @@ async def _run(
 
 
 async def run_episode(
-    agent: LLMClient, server: Server, item: ScoredTask, backend: ToolBackend, cfg: InteractConfig
+    agent: LLMClient,
+    server: Server,
+    item: ScoredTask,
+    backend: ToolBackend,
+    cfg: InteractConfig,
+    *,
+    hook: EpisodeHook | None = None,
 ) -> Trajectory:
-    """One trajectory, or `Reject` (no final answer, simulator junk), or `TimeoutError`."""
+    """One trajectory, or `Reject` (no final answer, simulator junk), or `TimeoutError`. `server` is
+    what the agent is offered; `hook` the episode's (a missing-value task's LLM user; None: none)."""
     try:
-        ep = await asyncio.wait_for(_run(agent, server, item, backend, cfg), timeout=cfg.task_timeout_s)
+        ep = await asyncio.wait_for(_run(agent, server, item, backend, cfg, hook), timeout=cfg.task_timeout_s)
     except TimeoutError:
         raise TimeoutError(f"episode exceeded task_timeout_s={cfg.task_timeout_s:g}") from None
     return Trajectory(

@@ -13,6 +13,11 @@ conversation sets `final_answer_quality` to 0, recorded in `overrides`.
 
 A trajectory is kept when `score >= threshold` and every dimension reaches its entry in
 `min_per_dim` (none by default).
+
+A trajectory of another behaviour (`variants.py`: unanswerable, missing_value, missing_function)
+first meets that behaviour's rules (`variants.violation`, applied by the step: a break rejects it
+without asking the judge), then the same seven dimensions under `traj/judge_variant`, which
+states the right behaviour; the judge sees the tools the agent was offered.
 """
 
 from __future__ import annotations
@@ -27,7 +32,9 @@ from astra_foundation.llm import LLMClient
 from astra_foundation.strict import StrictModel
 from data_synth.prompts import load_prompt
 from data_synth.traj import describe
+from data_synth.traj import variants as variants_mod
 from data_synth.traj.records import Judgement, Server, Trajectory
+from env_registry.spec import Variant
 
 DIMENSIONS = (
     "query_understanding",
@@ -100,11 +107,19 @@ def parse_scores(value: Any) -> tuple[dict[str, float], str]:
     return out, str(value.get("reason", ""))[:500]
 
 
+def _messages(server: Server, traj: Trajectory) -> list[dict[str, Any]]:
+    """The judge's request: the base prompt, or for another behaviour the prompt that states it."""
+    tools = describe.tool_list(variants_mod.offered(server, traj.task).tools, io=False)
+    if traj.task.behaviour is Variant.ANSWERABLE:
+        return load_prompt("traj/judge_trajectory").messages("user", tool_list=tools, transcript=transcript(traj))
+    return load_prompt("traj/judge_variant").messages(
+        "user", tool_list=tools, transcript=transcript(traj), behaviour=variants_mod.behaviour(traj.task)
+    )
+
+
 async def judge(client: LLMClient, server: Server, traj: Trajectory, cfg: JudgeConfig) -> Judgement:
     """The judgement; `LLMOutputError` when any sample is unusable (fail closed)."""
-    messages = load_prompt("traj/judge_trajectory").messages(
-        "user", tool_list=describe.tool_list(server.tools, io=False), transcript=transcript(traj)
-    )
+    messages = _messages(server, traj)
     samples = []
     for sample in range(cfg.samples):
         reply = await client.complete_json(

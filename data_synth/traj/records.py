@@ -7,6 +7,7 @@
     traj.tasks      TaskSeed       -> [Task]            key: task id (hash of server, query, augmentation)
     traj.augment    AugmentJob     -> Task              key: task id of the augmented task
     traj.score      Task           -> ScoredTask        key: task id
+    traj.variants   VariantJob     -> ScoredTask        key: task id of the variant task (`variants.py`)
     traj.interact   ScoredTask     -> Trajectory        key: task id
     traj.judge      Trajectory     -> JudgedTrajectory  key: task id
 
@@ -27,6 +28,7 @@ from pydantic import AliasChoices, Field
 from astra_foundation.strict import RecordModel
 from data_synth.pipeline import Record
 from env_registry.call_gate import CallStatus
+from env_registry.spec import Variant
 
 
 def content_id(*parts: Any, n: int = 16) -> str:
@@ -212,10 +214,27 @@ class TaskSeed(Record):
     tools: list[str] = Field(default_factory=list)
 
 
+class Withheld(_Model):
+    """What a missing-value task's query leaves out: an argument of its first tool's call, the
+    value only its LLM user holds, and what the agent would ask for ("the customer's id")."""
+
+    tool: str
+    argument: str
+    value: str = Field(min_length=1)
+    missing: str = Field(min_length=1)
+
+
 class Task(Record):
     """A user query. `tools` is what it should need: the chain for chain tasks, the model's own
     list for server-only tasks (1..3). `augmentation` says how it was written; `parent` is the base
     task of an augmented one.
+
+    `behaviour` is its right behaviour, an environment's variant (`env_registry.spec.Variant`; not
+    named `variant`, which old records' `augmentation` still answers to); `traj.variants` derives
+    the other behaviours from a scored answerable task (`variant_of`): `removed_tool` is the tool a
+    declining task does not offer, `withheld` the value a missing-value task's query leaves out.
+    These fields came after version 1 without a version change: a record without them reads as the
+    answerable task it is.
 
     `augmentation` was `variant` until 2026-12: records on disk that say `variant` still read (a
     validation alias; the value, and with it the key, is the same), new ones say `augmentation`."""
@@ -229,11 +248,22 @@ class Task(Record):
     parent: str | None = None
     persona_id: str | None = None
     prompt: str
+    behaviour: Variant = Field(Variant.ANSWERABLE, strict=False)  # read back from its JSON text
+    variant_of: str | None = None
+    removed_tool: str | None = None
+    withheld: Withheld | None = None
 
     @classmethod
     def create(cls, **fields: Any) -> Task:
-        key = content_id(fields["server_id"], fields["query"], fields.get("augmentation", "base"), fields.get("parent"))
-        return cls(key=key, **fields)
+        parts = [fields["server_id"], fields["query"], fields.get("augmentation", "base"), fields.get("parent")]
+        variant = Variant(fields.get("behaviour", Variant.ANSWERABLE))
+        if variant is not Variant.ANSWERABLE:  # an answerable task's key stays what it was before variants
+            parts += [variant.value, fields.get("variant_of")]
+        return cls(key=content_id(*parts), **fields)
+
+    def offered(self, tools: list[str]) -> list[str]:
+        """The tool names the agent is offered out of a server's `tools` (all but `removed_tool`)."""
+        return [t for t in tools if t != self.removed_tool]
 
 
 class AugmentJob(Record):
@@ -256,6 +286,13 @@ class Scores(_Model):
 class ScoredTask(Record):
     task: Task
     scores: Scores
+
+
+class VariantJob(Record):
+    """One variant to derive from a scored answerable task; key `<task key>:<variant>`."""
+
+    item: ScoredTask
+    variant: Variant = Field(strict=False)
 
 
 # -- interaction --------------------------------------------------------------------------

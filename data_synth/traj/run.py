@@ -10,7 +10,9 @@ rerun: finished records are skipped, unfinished ones (and `error` ones) are redo
     traj.tasks    one seed per verified chain and one per server
     traj.augment  one job per (base task, mode)
     traj.score    base tasks and augmented tasks
-    traj.interact traj.score outputs     traj.judge    traj.interact outputs
+    traj.variants one job per (scored task, variant) its draw picks (`variants.py`; none by default)
+    traj.interact traj.score and traj.variants outputs
+    traj.judge    traj.interact outputs
     export        traj.judge outputs -> sft.parquet, trajectories.jsonl, funnel.json, report
 """
 
@@ -39,10 +41,12 @@ from data_synth.traj.records import (
     Task,
     TaskSeed,
     Trajectory,
+    VariantJob,
     VerifiedChain,
 )
 from data_synth.traj.report import write_report
 from data_synth.traj.tasks import load_personas
+from data_synth.traj.variants import jobs
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,7 @@ STEP_ORDER = (
     "traj.tasks",
     "traj.augment",
     "traj.score",
+    "traj.variants",
     "traj.interact",
     "traj.judge",
 )
@@ -63,12 +68,13 @@ CACHE_FILE = "llm_cache.sqlite"
 @dataclass
 class ContextFactory:
     """Builds a step context (LLM clients, servers, personas); picklable, so Ray workers build
-    their own. `agent` / `judge` default to the synthesis model."""
+    their own. `agent` / `judge` / `user` default to the synthesis model."""
 
     run_dir: str
     llm: LLMConfig | None = None
     agent: LLMConfig | None = None
     judge: LLMConfig | None = None
+    user: LLMConfig | None = None
     personas: str | None = None
     responders: dict[str, Any] = field(default_factory=dict)  # tests: role -> scripted responder
 
@@ -84,6 +90,7 @@ class ContextFactory:
             run_dir=Path(self.run_dir),
             agent=self._client(self.agent, "agent"),
             judge=self._client(self.judge, "judge"),
+            user=self._client(self.user, "user"),
             servers=load_servers(self.run_dir),
             personas=load_personas(self.personas),
         )
@@ -190,9 +197,20 @@ class Runner:
     async def score(self) -> RunStats:
         return await self._run(S.ScoreStep(self.cfg.tasks), self.all_tasks())
 
+    def variant_jobs(self) -> list[VariantJob]:
+        return jobs(read_outputs(self.run_dir, "traj.score", ScoredTask), self.cfg.variants)
+
+    async def variants(self) -> RunStats:
+        return await self._run(S.VariantsStep(self.cfg.variants), self.variant_jobs())
+
+    def interact_items(self) -> list[ScoredTask]:
+        """The scored tasks and the variant tasks derived from them."""
+        return read_outputs(self.run_dir, "traj.score", ScoredTask) + read_outputs(
+            self.run_dir, "traj.variants", ScoredTask
+        )
+
     async def interact(self) -> RunStats:
-        items = read_outputs(self.run_dir, "traj.score", ScoredTask)
-        return await self._run(S.InteractStep(self.cfg.interact), items)
+        return await self._run(S.InteractStep(self.cfg.interact, self.cfg.variants), self.interact_items())
 
     async def judge(self) -> RunStats:
         items = read_outputs(self.run_dir, "traj.interact", Trajectory)
@@ -207,6 +225,8 @@ class Runner:
         by["traj.tasks"].inputs = len(self.task_seeds())
         by["traj.augment"].inputs = len(self.augment_jobs())
         by["traj.score"].inputs = len(self.all_tasks())
+        by["traj.variants"].inputs = len(self.variant_jobs())
+        by["traj.interact"].inputs = len(self.interact_items())
         return f
 
     def export(self) -> dict[str, Any]:
@@ -227,6 +247,6 @@ class Runner:
     ) -> tuple[list[RunStats], dict[str, Any]]:
         """Every step, then the export: (what each step did, the export summary)."""
         stats = [await self.ingest(paths, fmt=fmt, domain=domain)]
-        for name in ("graph", "chains", "verify", "tasks", "augment", "score", "interact", "judge"):
+        for name in ("graph", "chains", "verify", "tasks", "augment", "score", "variants", "interact", "judge"):
             stats.append(await getattr(self, name)())
         return stats, self.export()

@@ -3,7 +3,8 @@ object, every record in and out typed (`records.py`).
 
 What a step may use besides its input lives in its `TrajContext`:
 `ctx.llm` (the synthesis model: proposals, votes, tasks, tool simulation),
-`ctx.agent` and `ctx.judge` (their own models; None: `ctx.llm`),
+`ctx.agent`, `ctx.judge` and `ctx.user` (their own models; None: `ctx.llm`; the user words the
+missing-value tasks' LLM user),
 `ctx.servers` (server id -> `Server`, from the ingest step's outputs),
 `ctx.personas` (the augment step's personas; None: `tasks.personas` of the settings).
 """
@@ -18,6 +19,7 @@ from data_synth.pipeline import Reject, Step, StepContext
 from data_synth.prompts import load_prompt
 from data_synth.traj import judge as judge_mod
 from data_synth.traj import tasks as tasks_mod
+from data_synth.traj import variants as variants_mod
 from data_synth.traj.chains import ChainConfig, sample_chains
 from data_synth.traj.graph import GraphConfig, build_graph
 from data_synth.traj.ingest import IngestConfig, build_server
@@ -36,29 +38,34 @@ from data_synth.traj.records import (
     Task,
     TaskSeed,
     Trajectory,
+    VariantJob,
     VerifiedChain,
 )
 from data_synth.traj.simulate import SimulatedTools
 from data_synth.traj.tasks import Persona, TaskConfig
+from data_synth.traj.variants import VariantsConfig
 from data_synth.traj.verify_chains import VerifyConfig, verify_chain
+from env_registry.episode_driver import EpisodeHook
+from env_registry.spec import Variant
 
 
 @dataclass
 class TrajContext(StepContext):
     agent: LLMClient | None = None
     judge: LLMClient | None = None
+    user: LLMClient | None = None
     servers: dict[str, Server] = field(default_factory=dict)
     personas: list[Persona] | None = None
 
     async def aclose(self) -> None:
         """Close every client once (agent and judge may be the synthesis client)."""
-        clients = {id(c): c for c in (self.llm, self.agent, self.judge) if c is not None}
+        clients = {id(c): c for c in (self.llm, self.agent, self.judge, self.user) if c is not None}
         for c in clients.values():
             await c.aclose()
 
 
 def _llm(ctx: TrajContext, role: str = "llm") -> LLMClient:
-    client = {"agent": ctx.agent, "judge": ctx.judge}.get(role) or ctx.llm
+    client = {"agent": ctx.agent, "judge": ctx.judge, "user": ctx.user}.get(role) or ctx.llm
     if client is None:
         raise RuntimeError(f"no LLM client in the step context for {role!r}")
     return client
@@ -206,18 +213,42 @@ class ScoreStep(Step[Task, ScoredTask]):
         return ScoredTask(key=record.key, task=record, scores=scores)
 
 
+class VariantsStep(Step[VariantJob, ScoredTask]):
+    """A task of another behaviour from a scored answerable one (`variants.py`); a task that
+    cannot carry the variant is rejected with the reason."""
+
+    name = "traj.variants"
+    input_type, output_type = VariantJob, ScoredTask
+
+    def __init__(self, cfg: VariantsConfig):
+        self.cfg = cfg
+
+    async def process(self, record: VariantJob, ctx: TrajContext) -> ScoredTask:
+        return await variants_mod.derive(_llm(ctx), _server(ctx, record.item.task.server_id), record)
+
+
 class InteractStep(Step[ScoredTask, Trajectory]):
+    """One episode per task: offered the task's tools (all the server's but a removed one), with
+    the LLM user of a missing-value task as the episode's hook."""
+
     name = "traj.interact"
     input_type, output_type = ScoredTask, Trajectory
 
-    def __init__(self, cfg: InteractConfig):
+    def __init__(self, cfg: InteractConfig, variants: VariantsConfig | None = None):
         self.cfg = cfg
+        self.variants = variants or VariantsConfig()
+
+    def _hook(self, record: ScoredTask, ctx: TrajContext) -> EpisodeHook | None:
+        if record.task.behaviour is not Variant.MISSING_VALUE:
+            return None
+        return variants_mod.LLMUserHook(_llm(ctx, "user"), record.task, self.variants.otherwise)
 
     async def process(self, record: ScoredTask, ctx: TrajContext) -> Trajectory:
-        server = _server(ctx, record.task.server_id)
+        server = variants_mod.offered(_server(ctx, record.task.server_id), record.task)
+        hook = self._hook(record, ctx)
         if self.cfg.backend == "mcp":
             async with MCPTools.connect(server) as backend:
-                return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg)
+                return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg, hook=hook)
         backend = SimulatedTools(
             client=_llm(ctx),
             server=server,
@@ -229,7 +260,7 @@ class InteractStep(Step[ScoredTask, Trajectory]):
             seed=self.cfg.seed,
             temperature=self.cfg.simulator_temperature,
         )
-        return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg)
+        return await run_episode(_llm(ctx, "agent"), server, record, backend, self.cfg, hook=hook)
 
 
 class JudgeStep(Step[Trajectory, JudgedTrajectory]):
@@ -243,6 +274,9 @@ class JudgeStep(Step[Trajectory, JudgedTrajectory]):
         self.cfg = cfg
 
     async def process(self, record: Trajectory, ctx: TrajContext) -> JudgedTrajectory:
+        broken = variants_mod.violation(record)  # a behaviour's clear rule, before the LLM judge
+        if broken is not None:
+            raise Reject(f"variant_{broken[0]}", broken[1])
         try:
             j = await judge_mod.judge(_llm(ctx, "judge"), _server(ctx, record.server_id), record, self.cfg)
         except LLMOutputError as e:

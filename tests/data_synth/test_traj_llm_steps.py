@@ -197,7 +197,7 @@ def test_verify_step_rejects_with_reason():
 def test_traj_prompts_load_with_the_shared_loader():
     folder = PROMPT_DIR / "traj"
     names = sorted(f.stem for f in folder.glob("*.md"))
-    assert len(names) == 13 and not list(folder.glob("*.txt"))
+    assert len(names) == 15 and not list(folder.glob("*.txt"))
     for name in names:
         p = load_prompt(f"traj/{name}")
         assert p.name == f"traj.{name}" and p.strip and "system" in p.sections
