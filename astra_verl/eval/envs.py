@@ -59,8 +59,8 @@ from astra_verl.eval.results import ResultRecord, ResultsFile
 from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
 from astra_verl.rollout.context import RolloutContext
-from astra_verl.rollout.llm_user import endpoints
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
+from env_registry.llm_user import endpoints
 from env_registry.rows import RowInfo, row_env
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, Variant

@@ -11,9 +11,9 @@ import pytest
 from astra_foundation.llm.fake_server import FakeOpenAIServer, chat_reply
 from astra_verl.rollout.episode_hook import create_hook
 from astra_verl.rollout.hooks import LLM_USER_KEYS, HookError, LLMUserTurnsHook, ScriptedUserTurnsHook
-from astra_verl.rollout.llm_user import MISSING_VALUE_USER_PROMPT
 from env_registry.answer_channel import final_message
 from env_registry.families.procedural import generate
+from env_registry.llm_user import MISSING_VALUE_USER_PROMPT
 from env_registry.spec import EnvSpec, Variant
 from env_registry.variants import OTHERWISE, LLMUserConfig, UserScript, VariantShares, ask_message, interaction_kwargs
 
