@@ -8,6 +8,7 @@ trains its SFT checkpoints through these stages too.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -20,6 +21,10 @@ import pandas as pd
 from astra_verl.demo import read_metrics, run
 
 HOUR = 3600.0
+ANSWERABLE = "answerable=1"  # env_registry generate --variants (`VariantShares.parse`): answerable only
+# Every variant but `answerable`, in equal shares: added to the answerable demonstrations in a 40:60
+# ratio (16 to 24 on the real tier), the recommended mix (env_registry.variants.MIX) is 0.4 of them.
+OTHER_HALF = "unanswerable=0.25,missing_value=0.25,missing_function=0.25,no_tool=0.25"
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,7 @@ class Split:
     envs: int
     seed: int  # generator seed: another seed draws other worlds
     scenario_types: tuple[str, ...]
-    variants: str = "answerable=1"  # env_registry generate --variants: which variants, in what shares
+    variants: str = ANSWERABLE  # env_registry generate --variants: which variants, in what shares
 
 
 @dataclass(frozen=True)
@@ -43,8 +48,11 @@ class Tier:
     sft_mixing: str = "none"
     no_tool_share: float = 0.0
     # the other half of tool use (issue 49): the golden demonstrations of `variant_envs` more
-    # environments, of the variants in `OTHER_HALF`'s shares, added to the train split's
+    # environments (worlds of `VARIANT_SEED`), of the variants in `variant_mix`'s shares (default
+    # `OTHER_HALF`; `ANSWERABLE`: bench/transfer.py's control, more worlds without the other half),
+    # added to the train split's
     variant_envs: int = 0
+    variant_mix: str = OTHER_HALF
     max_prompt_length: int = 2048
     max_response_length: int = 512
     sft_steps: int = 240
@@ -66,9 +74,6 @@ class Tier:
 
 
 SHAPES_SEEN = ("single_hop", "multi_hop", "parallel_single_hop")
-# Every variant but `answerable`, in equal shares: added to the answerable demonstrations in a 40:60
-# ratio (16 to 24 on the real tier), the recommended mix (env_registry.variants.MIX) is 0.4 of them.
-OTHER_HALF = "unanswerable=0.25,missing_value=0.25,missing_function=0.25,no_tool=0.25"
 VARIANT_SEED = 100  # the variant demonstrations' worlds: no seed of a split
 QUICK = Tier(
     name="quick",
@@ -157,8 +162,14 @@ def demonstrations_file(tier: Tier, root: Path) -> Path:
     that carries the mixing and the no-tool share."""
     if (tier.sft_mixing, tier.no_tool_share, tier.variant_envs) == ("none", 0.0, 0):
         return root / "data" / "sft.parquet"
-    variants = f"-variants_{tier.variant_envs}" if tier.variant_envs else ""
+    variants = f"-{mix_tag(tier.variant_mix)}_{tier.variant_envs}" if tier.variant_envs else ""
     return root / "data" / f"sft-mix_{tier.sft_mixing}-notool_{tier.no_tool_share:g}{variants}.parquet"
+
+
+def mix_tag(mix: str) -> str:
+    """A file-name word for the extra demonstrations' `variant_mix`: `variants` for `OTHER_HALF` (the
+    name older run folders have), else the mix's own words (`ANSWERABLE`: `answerable_1`)."""
+    return "variants" if mix == OTHER_HALF else re.sub(r"[^a-z0-9.]+", "_", mix.lower()).strip("_")
 
 
 def build_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
@@ -181,11 +192,18 @@ def build_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
     return path
 
 
+def variant_split(tier: Tier) -> Split:
+    """The `tier.variant_envs` extra environments: the train split's shapes, worlds of `VARIANT_SEED`,
+    the variants of `tier.variant_mix`; a folder name of their own per mix."""
+    name = f"train_{mix_tag(tier.variant_mix)}_{tier.variant_envs}"
+    return Split(name, tier.variant_envs, VARIANT_SEED, SHAPES_SEEN, tier.variant_mix)
+
+
 def variant_demonstrations(tier: Tier, tokenizer: Path, root: Path) -> Path:
-    """The golden demonstrations of `tier.variant_envs` environments of the other variants
-    (`OTHER_HALF`; the train split's shapes, worlds of `VARIANT_SEED`): asking the user for a missing
-    value, declaring a missing capability, answering without a tool."""
-    split = Split(f"train_variants_{tier.variant_envs}", tier.variant_envs, VARIANT_SEED, SHAPES_SEEN, OTHER_HALF)
+    """The golden demonstrations of `variant_split(tier)`: with `OTHER_HALF`, asking the user for a
+    missing value, declaring a missing capability, answering without a tool; with `ANSWERABLE`, calls
+    and answers only (the control)."""
+    split = variant_split(tier)
     folder = root / "data" / split.name
     shutil.rmtree(folder, ignore_errors=True)
     rl = build_split(tier, split, folder, tokenizer, root)

@@ -20,6 +20,11 @@ Models:
   plus the golden demonstrations of `--variant-envs` environments of the other variants (asking the
   user for a missing value, declaring a missing capability, answering without a tool;
   bench/learning_stages.py `OTHER_HALF`), 16 to the 24 answerable by default (the recommended 0.4);
+- SFT + more worlds (`sft_worlds`, not in the default `--models`), the control for the one above:
+  the same `sft()` on the plain demonstrations plus those of `--variant-envs` answerable
+  environments generated as the other half's are (worlds of the same seed, `VARIANT_SEED`, the same
+  shapes and count). Whether the other half's held-out rise over SFT is the other half or only more
+  worlds: `--models sft_worlds,sft_variants,sft --reference sft` (reuses what the run folder holds);
 - GRPO: `--grpo-checkpoint DIR` (optional; a third column).
 
 Measurements, each model in turn:
@@ -39,7 +44,9 @@ n, each model's score, and trained - reference ± SE, paired over entries (bench
 Differences are against `--reference` (default the base model). Targets (issues 33, 49): a trained
 model raises single-turn overall beyond 2 SE and lowers no category beyond 2 SE; with the other
 half, irrelevance stays within 2 SE of base while Non-Live Simple rises beyond 2 SE, and held-out F1
-on the answerable splits stays within 2 SE of plain SFT.
+on the answerable splits stays within 2 SE of plain SFT. With the control measured, a verdict per
+answerable split: the other half's held-out F1 against the control's, and which explanation that
+supports (the other half, more worlds, or neither separated).
 
 Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png` (`transfer-train<N>.*` for
 `--train-seed N`: the same models trained with another SFT seed, beside seed 0's). Resumable: a stage whose
@@ -75,6 +82,7 @@ LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO"}  # the no-tool models' f
 UNTRAINED = ("base", "grpo")  # not trained here (grpo: `--grpo-checkpoint`): no SFT seed of their own
 NOTOOL = "sft_notool"  # `--models` family of every `--no-tool-share` model
 VARIANTS = "sft_variants"  # `--models` name of the model trained with the other half (issue 49)
+WORLDS = "sft_worlds"  # its control: as many more demonstrations, of the same worlds, all answerable
 # our held-out splits: bench/learning.py's real tier's, and the other variants in unseen worlds
 TRANSFER = replace(
     stages.REAL,
@@ -346,6 +354,8 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
             lines += tt.verdicts(rows, m, labels[m] if base == "base" else f"{labels[m]} against {labels[base]}")
         if VARIANTS in results:
             lines += tt.other_half_verdicts(rows, results, labels[VARIANTS], base, ANSWERABLE_SPLITS, VARIANTS)
+        if VARIANTS in results and WORLDS in results:
+            lines += tt.worlds_control_verdicts(results, labels, ANSWERABLE_SPLITS, VARIANTS, WORLDS)
         if not trained:
             lines.append("- none: no trained model measured yet")
         behaviour = {m: r["behaviour"][style] for m, r in results.items()}
@@ -416,7 +426,10 @@ def no_tool_models(args: argparse.Namespace) -> list[NoToolModel]:
 
 
 def labels(args: argparse.Namespace) -> dict[str, str]:
-    other_half = {VARIANTS: f"SFT + other half ({args.variant_envs} envs)"}
+    other_half = {
+        VARIANTS: f"SFT + other half ({args.variant_envs} envs)",
+        WORLDS: f"SFT + {args.variant_envs} answerable envs of the variant worlds",
+    }
     out = {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
     if args.train_seed:  # the trained models of another SFT seed; base is the same model
         out = {m: label if m in UNTRAINED else f"{label}, SFT seed {args.train_seed}" for m, label in out.items()}
@@ -444,14 +457,9 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
     model = Path(args.base_model).resolve() if args.base_model else stages.build_model(stages.REAL, 0, root)
     data = stages.build_data(TRANSFER, model, root)
     seed = args.train_seed
-    variants = {
-        "sft": (stages.REAL, f"seed{seed}"),
-        VARIANTS: (replace(stages.REAL, variant_envs=args.variant_envs), f"seed{seed}-variants{args.variant_envs}"),
-        **{m.key: (m.tier(), m.folder(seed)) for m in no_tool_models(args)},
-    }
     names = labels(args)
     checkpoints, lines = {}, []
-    for name, (tier, folder) in variants.items():
+    for name, (tier, folder) in trained_models(args).items():
         if family(name) not in args.models:
             continue
         seed_dir = root / folder
@@ -462,6 +470,18 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
         line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed {seed}, {steps} steps on {demos.name}"
         lines.append(line + f" ({len(pd.read_parquet(demos))} conversations), {seconds:.0f} s" + (" (reused)" if reused else ""))  # fmt: skip
     return model, checkpoints, data, lines
+
+
+def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str]]:
+    """Every model `train` can train: name -> (its tier, its folder under <out>/learning/)."""
+    seed, n = args.train_seed, args.variant_envs
+    more = replace(stages.REAL, variant_envs=n)
+    return {
+        "sft": (stages.REAL, f"seed{seed}"),
+        VARIANTS: (more, f"seed{seed}-variants{n}"),
+        WORLDS: (replace(more, variant_mix=stages.ANSWERABLE), f"seed{seed}-worlds{n}"),
+        **{m.key: (m.tier(), m.folder(seed)) for m in no_tool_models(args)},
+    }
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -509,13 +529,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         type=int,
         default=16,
         help=f"`{VARIANTS}`: environments of the other variants whose demonstrations join the 24 answerable "
-        "ones (default 16: the recommended mix's 0.4)",
+        f"ones (default 16: the recommended mix's 0.4); `{WORLDS}`: as many answerable ones of the same worlds",
     )
     p.add_argument(
         "--models",
         default=f"base,sft,{VARIANTS},grpo",
         help=f"measure only these now (e.g. `base` while SFT trains elsewhere; `{NOTOOL}`: issue 33's no-tool "
-        "twins); the report shows the models measured in the run folder",
+        f"twins; `{WORLDS}`: the control for `{VARIANTS}`, not in the default, run it with `--models "
+        f"{WORLDS},{VARIANTS},sft --reference sft`); the report shows the models measured in the run folder",
     )
     p.add_argument(
         "--reference",
@@ -541,6 +562,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--no-tool-share {args.no_tool_share}: every share must lie in (0, 1]")
     if args.variant_envs < 1:
         p.error(f"--variant-envs {args.variant_envs}: at least 1")
+    if args.checkpoint and WORLDS in args.models:
+        p.error(f"--models {WORLDS} is trained here: not with --checkpoint (its checkpoint would not be trained)")
     if args.variants_checkpoint and not args.checkpoint:
         p.error("--variants-checkpoint needs --checkpoint (without both, this script trains the SFT models itself)")
     if args.reference not in args.models:

@@ -243,3 +243,42 @@ def other_half_verdicts(
             + ("met" if mean >= -2 * se else "MISSED")
         )
     return out
+
+
+def worlds_control_verdicts(
+    results: dict[str, dict], labels: Mapping[str, str], answerable: Sequence[str], model: str, control: str
+) -> list[str]:
+    """Issue 49's confound: the other half's extra demonstrations also come from unseen worlds. Per
+    `answerable` split, held-out F1 of `model` (SFT + the other half) - `control` (SFT + as many
+    answerable demonstrations of the same worlds), paired over environments, and of the control -
+    plain SFT where SFT was measured; which explanation of the rise over SFT the numbers support."""
+    out = []
+    for split in answerable:
+        if not all(split in results[m]["heldout"] for m in (model, control)):
+            out.append(f"- {labels[model]} against {labels[control]}, held-out {split} F1: n/a (held-out not run)")
+            continue
+        half = _paired_diff(results, split, model, control)
+        sft_ran = split in results.get("sft", {}).get("heldout", {})
+        worlds = _paired_diff(results, split, control, "sft") if sft_ran else None
+        against_sft = "n/a (SFT not measured)" if worlds is None else format_mean_se(worlds, "+.1f", scale=100)
+        out.append(
+            f"- held-out {split} F1, {labels[model]} − {labels[control]}: {format_mean_se(half, '+.1f', scale=100)}; "
+            f"{labels[control]} − plain SFT: {against_sft}: supports {_explanation(half, worlds)}"
+        )
+    return out
+
+
+def _paired_diff(results: dict[str, dict], split: str, model: str, reference: str) -> tuple[float, float]:
+    per = {m: results[m]["heldout"][split] for m in (reference, model)}
+    return paired_row(split, per, reference, "heldout").diffs.get(model, (float("nan"), float("nan")))
+
+
+def _explanation(half: tuple[float, float], worlds: tuple[float, float] | None) -> str:
+    """Which explanation a split's two paired differences (each mean, SE) support, 2 SE the bar."""
+    if half[0] > 2 * half[1]:
+        return "the other half (it beats the control of the same worlds beyond 2 SE)"
+    if half[0] < -2 * half[1]:
+        return "more worlds (the control beats the other half beyond 2 SE: the other half costs answerable F1)"
+    if worlds is not None and worlds[0] > 2 * worlds[1]:
+        return "more worlds (the control rises over plain SFT beyond 2 SE; the other half adds nothing beyond 2 SE)"
+    return "neither separately (no difference beyond 2 SE: the SEs do not separate the two)"

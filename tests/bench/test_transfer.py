@@ -231,6 +231,7 @@ def test_the_other_half_is_its_own_model_trained_on_the_same_steps_with_variant_
         (["--models", "sft,sft_variants"], "--reference base: not among --models"),
         (["--variants-checkpoint", "x"], "--variants-checkpoint needs --checkpoint"),
         (["--variant-envs", "0"], "--variant-envs 0"),
+        (["--checkpoint", "x", "--models", "base,sft_worlds"], "--models sft_worlds is trained here"),
     ],
 )
 def test_refused_combinations_say_what_to_do(argv, message, capsys):
@@ -319,3 +320,113 @@ def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_
     assert transfer.report_stem(args) == "transfer-train1"
     seed0 = transfer.parse([])
     assert (transfer.measured_as("sft", seed0), transfer.report_stem(seed0)) == ("sft", "transfer")
+
+
+def test_the_worlds_control_trains_on_as_many_answerable_demonstrations_of_the_variant_worlds(tmp_path, monkeypatch):
+    """`sft_worlds`: the same `sft()` on the 24 plus `--variant-envs` answerable environments of the
+    variants' worlds (`VARIANT_SEED`, the same shapes and count); files and folders of its own."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = (tier, seed, demos.name)
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    fake_stages(monkeypatch, sft)
+    args = transfer.parse(["--base-model", str(tmp_path / "m"), "--models", "sft,sft_variants,sft_worlds",
+                           "--reference", "sft", "--variant-envs", "8"])  # fmt: skip
+    _, checkpoints, _, _ = transfer.train(tmp_path / "out", args)
+    assert set(checkpoints) == {"sft", "sft_variants", "sft_worlds"} and len(set(checkpoints.values())) == 3
+    (variants, seed_v, file_v), (worlds, seed_w, file_w) = trained["seed0-variants8"], trained["seed0-worlds8"]
+    assert (worlds.sft_steps, seed_w) == (variants.sft_steps, seed_v) == (transfer.stages.REAL.sft_steps, 0)
+    assert file_w != file_v and file_w != "sft.parquet"
+    control, other = transfer.stages.variant_split(worlds), transfer.stages.variant_split(variants)
+    assert control.name != other.name  # its data folder: `<out>/learning/data/<name>`
+    assert control.variants == "answerable=1" and other.variants == transfer.stages.OTHER_HALF
+    assert (control.envs, control.seed, control.scenario_types) == (8, transfer.stages.VARIANT_SEED, other.scenario_types)  # fmt: skip
+    assert transfer.labels(args)["sft_worlds"] == "SFT + 8 answerable envs of the variant worlds"
+    assert "sft_worlds" not in transfer.parse([]).models  # not in the default run
+
+
+def test_the_worlds_control_is_answerable_only_as_the_generator_reads_its_mix():
+    from env_registry.variants import Variant, VariantShares
+
+    tier = transfer.trained_models(transfer.parse([]))["sft_worlds"][0]
+    assert VariantShares.parse(transfer.stages.variant_split(tier).variants).shares == {Variant.ANSWERABLE: 1.0}
+
+
+def test_the_worlds_control_demonstrations_come_from_the_variant_split_and_reuse_their_file(tmp_path, monkeypatch):
+    """`build_demonstrations` with the control's tier: the 24's export plus the golden demonstrations
+    of the control's split, generated with its mix; a second call reuses the file."""
+    generated, runs = [], []
+
+    def run(cmd, cwd, **kw):
+        runs.append(cmd)
+        if "--output-file" in cmd:
+            path = Path(cmd[cmd.index("--output-file") + 1])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            transfer.pd.DataFrame({"messages": [[{"role": "user", "content": str(len(runs))}]]}).to_parquet(path)
+
+    def build_split(tier, split, folder, tokenizer, root):
+        generated.append(split)
+        return folder / "rl" / "train.parquet"
+
+    monkeypatch.setattr(transfer.stages, "run", run)
+    monkeypatch.setattr(transfer.stages, "build_split", build_split)
+    (tmp_path / "data" / "train" / "rl" / "mix_none").mkdir(parents=True)
+    (tmp_path / "data" / "train" / "rl" / "mix_none" / "train.parquet").touch()
+    tier = transfer.trained_models(transfer.parse(["--variant-envs", "5"]))["sft_worlds"][0]
+    path = transfer.stages.build_demonstrations(tier, tmp_path / "m", tmp_path)
+    assert [(s.envs, s.seed, s.variants) for s in generated] == [(5, transfer.stages.VARIANT_SEED, "answerable=1")]
+    assert len(transfer.pd.read_parquet(path)) == 2 and path.name.endswith("-answerable_1_5.parquet")
+    assert transfer.stages.build_demonstrations(tier, tmp_path / "m", tmp_path) == path and len(generated) == 1
+
+
+def _report_results(models: list[str]) -> dict[str, dict]:
+    """Fake measurements: every BFCL category one entry, held-out F1 per environment; the other half
+    0.2 above the control on heldout_data, the control 0.3 above SFT."""
+    f1 = {"sft": 0.1, "sft_variants": 0.6, "sft_worlds": 0.4}
+    counts = tt.behaviour_counts([])
+    out = {}
+    for m in models:
+        heldout = {s: {f"e{i}": f1[m] + (0.05 * (i % 2) if m == "sft_variants" else 0) for i in range(6)} for s in ("heldout_data", "heldout_shape")}  # fmt: skip
+        out[m] = {"bfcl": {"fc": {c: {f"{c}_0": 0.0} for c in CATEGORIES}}, "behaviour": {"fc": counts}, "multi": {},
+                  "heldout": heldout, "seconds": {"heldout": (1.0, True)}}  # fmt: skip
+    return out
+
+
+def _report(tmp_path, models: list[str]) -> str:
+    args = transfer.parse(["--models", ",".join(models), "--reference", "sft"])
+    info = {"labels": {m: transfer.labels(args)[m] for m in models}, "sizes": SIZES, "command": "x",
+            "multi_turn": {"tokens": {}, "fits": []}, "mt_ids": [], "budget": 1, "wall_s": 0.0, "train_lines": []}  # fmt: skip
+    return transfer.write_report(_report_results(models), info, args, tmp_path)
+
+
+def test_the_report_shows_the_control_and_says_which_explanation_the_held_out_f1_supports(tmp_path):
+    text = _report(tmp_path, ["sft", "sft_variants", "sft_worlds"])
+    label = "SFT + 16 answerable envs of the variant worlds"
+    assert f"| SFT | SFT + other half (16 envs) | {label} |" in text
+    for split in transfer.ANSWERABLE_SPLITS:  # other half - control: +22.5 ± 1.1; control - SFT: +30.0 ± 0.0
+        assert (
+            f"- held-out {split} F1, SFT + other half (16 envs) − {label}: +22.5 ± 1.1; {label} − plain SFT: "
+            "+30.0 ± 0.0: supports the other half (it beats the control" in text
+        )
+
+
+def test_no_control_verdict_without_the_control_or_the_other_half(tmp_path):
+    for models in (["sft", "sft_variants"], ["sft", "sft_worlds"]):
+        text = _report(tmp_path, models)
+        assert "- held-out heldout_data F1, " not in text and "supports" not in text
+
+
+@pytest.mark.parametrize(
+    "half, worlds, supports",
+    [
+        ((0.3, 0.1), (0.0, 0.1), "the other half"),
+        ((-0.3, 0.1), (0.3, 0.1), "more worlds (the control beats"),
+        ((0.1, 0.1), (0.3, 0.1), "more worlds (the control rises"),
+        ((0.1, 0.1), (0.1, 0.1), "neither"),
+        ((0.1, 0.1), None, "neither"),
+    ],
+)
+def test_which_explanation_two_paired_differences_support(half, worlds, supports):
+    assert tt._explanation(half, worlds).startswith(supports)
