@@ -464,7 +464,9 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
             continue
         seed_dir = root / folder
         seed_dir.mkdir(exist_ok=True)
-        demos = stages.build_demonstrations(tier, model, root)
+        # verl's SFT trainer ignores trainer.seed (it shuffles with a fixed seed): seed N trains on
+        # the demonstrations permuted by N, else every seed trains the same checkpoint (it did)
+        demos = stages.demonstrations_for_seed(tier, seed, stages.build_demonstrations(tier, model, root), seed_dir)
         reused = (seed_dir / "sft.seconds").exists()
         checkpoints[name], seconds, steps = stages.sft(tier, seed, model, demos, seed_dir)
         line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed {seed}, {steps} steps on {demos.name}"
@@ -493,7 +495,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         "--train-seed",
         type=int,
         default=0,
-        help="the SFT seed (trainer.seed; default 0): another seed trains and measures its own checkpoints in "
+        help="the SFT seed (default 0): the order of the demonstrations (verl's SFT trainer ignores trainer.seed); another seed trains and measures its own checkpoints in "
         "the same run folder, reuses the base model's measurements, and writes transfer-train<N>.md",
     )
     p.add_argument("--checkpoint", default=None, help="an SFT checkpoint (HF folder) instead of training one")

@@ -303,10 +303,11 @@ def test_a_run_folder_refuses_another_base_model(tmp_path):
 def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_own_folders(tmp_path, monkeypatch):
     """`--train-seed 1`: the same models, trainer.seed 1, in folders of their own beside seed 0's
     (whose names do not change, so runs made before seeds are reused); base is measured once."""
-    trained = {}
+    trained, used = {}, []
 
     def sft(tier, seed, model, demos, out):
         trained[out.name] = seed
+        used.append(demos)
         return out / "ckpt", 1.0, tier.sft_steps
 
     fake_stages(monkeypatch, sft)
@@ -315,6 +316,9 @@ def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_
     _, _, _, lines = transfer.train(tmp_path / "out", args)
     assert trained == {"seed1": 1, "seed1-variants16": 1, "seed1-notool0.5": 1}
     assert all("seed 1," in line for line in lines)
+    # verl's SFT trainer ignores trainer.seed: the seed is the demonstrations' order, each seed's file
+    # in its own folder (without it, seeds 0 and 1 trained byte-identical checkpoints)
+    assert set(used) == {tmp_path / "out" / "learning" / name / "sft.parquet" for name in trained}
     assert [transfer.measured_as(m, args) for m in ("base", "sft", "sft_variants")] == ["base", "sft_train1", "sft_variants_train1"]  # fmt: skip
     assert transfer.labels(args)["sft"] == "SFT, SFT seed 1" and transfer.labels(args)["base"] == "base"
     assert transfer.report_stem(args) == "transfer-train1"
