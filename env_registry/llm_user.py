@@ -34,11 +34,6 @@ def missing_value_prompt(question: str, missing: str, value: str) -> str:
     return MISSING_VALUE_USER_PROMPT.format(question=question, missing=missing, value=value)
 
 
-def endpoints(base_url: str) -> list[str]:
-    """The replicas of a `--user-base-url` (comma-separated, as every endpoint flag)."""
-    return [u.strip() for u in base_url.split(",") if u.strip()]
-
-
 class RoleSwappedChat:
     """A user model's side of one episode: `system`, then `opening` (its first messages, already in
     its roles), then each agent message as "user" and each reply as "assistant". `step` names the
@@ -66,11 +61,11 @@ class RoleSwappedChat:
     @staticmethod
     def _own_client(base_url: str, model: str, max_tokens: int | None, timeout_s: float) -> Any:
         # One client per episode: a cached one would outlive the event loop it was made on.
-        from astra_foundation.llm import LLMConfig, build_client  # lazy: only rows with an LLM user need it
+        from astra_foundation.llm import LLMConfig, build_client, split_urls  # lazy: only rows with an LLM user need it
 
         budget = {} if max_tokens is None else {"max_tokens": max_tokens}  # None: LLMConfig's default
         return build_client(
-            LLMConfig(base_urls=endpoints(base_url), model=model, cache=False, timeout_s=timeout_s, **budget)
+            LLMConfig(base_urls=split_urls(base_url), model=model, cache=False, timeout_s=timeout_s, **budget)
         )
 
     async def reply(self, agent_message: str | None) -> str:

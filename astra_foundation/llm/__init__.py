@@ -17,7 +17,7 @@ once before a run's first record).
 
 from astra_foundation.llm.cache import ResponseCache, cache_key
 from astra_foundation.llm.client import Backend, JSONReply, LLMClient, usage_scope
-from astra_foundation.llm.config import LLMConfig, LLMSettingsError, add_llm_arguments, build_client
+from astra_foundation.llm.config import LLMConfig, LLMSettingsError, add_llm_arguments, build_client, split_urls
 from astra_foundation.llm.extract import ExtractError, ReplyError, extract_code, extract_json, strip_reasoning
 from astra_foundation.llm.http import EndpointPool, HTTPBackend
 from astra_foundation.llm.preflight import LLMFlags, PreflightError, preflight
@@ -65,6 +65,7 @@ __all__ = [
     "load_rules",
     "scripted_model",
     "scripted_source",
+    "split_urls",
     "preflight",
     "strip_reasoning",
     "usage_scope",

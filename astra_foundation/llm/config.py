@@ -38,6 +38,11 @@ from astra_foundation.llm.scripted import ScriptedBackend, load_rules, scripted_
 from astra_foundation.llm.types import LLMError
 
 
+def split_urls(text: str | None) -> list[str]:
+    """The replicas an endpoint flag names: comma-separated URLs (`--base-url URL1,URL2`), blanks dropped."""
+    return [u.strip() for u in (text or "").split(",") if u.strip()]
+
+
 class LLMSettingsError(UserError, LLMError):
     """The LLM flags cannot make a client (extra body not JSON, a responder that does not import);
     the message names the flag and what to fix. Command lines treat it as a usage error."""
@@ -85,7 +90,7 @@ class LLMConfig(BaseModel):
             extra_body = json.loads(extra) if isinstance(extra, str) and extra else {}
         except json.JSONDecodeError as e:
             raise LLMSettingsError(f"{_flag(prefix, 'extra-body')} is not JSON ({e.msg}): {extra!r}") from None
-        urls = [u.strip() for u in (getattr(args, _dest(prefix, "base_url"), None) or "").split(",") if u.strip()]
+        urls = split_urls(getattr(args, _dest(prefix, "base_url"), None))
         return cls(
             base_urls=urls,
             model=get("model", "model") or "",

@@ -51,7 +51,7 @@ from verl.utils.ray_utils import get_event_loop
 from verl.workers.rollout.replica import RolloutMode
 
 from astra_foundation.errors import UserError
-from astra_foundation.llm import LLMConfig, LLMFlags, build_client, preflight
+from astra_foundation.llm import LLMConfig, LLMFlags, build_client, preflight, split_urls
 from astra_foundation.strict import StrictModel
 from astra_verl.calls.call_log import EpisodeLog
 from astra_verl.eval.endpoint import EndpointServer
@@ -60,7 +60,6 @@ from astra_verl.platform.hf_rollout import HFRolloutServer
 from astra_verl.reward.managers import AstraRewardManager
 from astra_verl.rollout.context import RolloutContext
 from astra_verl.rollout.testing import compose_trainer_config, make_loop
-from env_registry.llm_user import endpoints
 from env_registry.rows import RowInfo, row_env
 from env_registry.shape import shape_of
 from env_registry.spec import EnvSpec, Variant
@@ -244,7 +243,7 @@ def check_user(cfg: EnvEvalConfig) -> None:
     The hook's client reads the key from LLMConfig's default variable, so the check does too."""
     user = cfg.user
     if user is not None:
-        preflight(LLMConfig(base_urls=endpoints(user.base_url), model=user.model), flags=LLMFlags("user"))
+        preflight(LLMConfig(base_urls=split_urls(user.base_url), model=user.model), flags=LLMFlags("user"))
 
 
 # -- the policy's server ----------------------------------------------------------------------
@@ -275,7 +274,7 @@ def local_server(config: DictConfig) -> HFRolloutServer:
 def endpoint_server(cfg: EnvEvalConfig, config: DictConfig) -> EndpointServer:
     """The policy behind `cfg.base_url`, asked through the LLM client with the rollout's token budgets."""
     llm = LLMConfig(
-        base_urls=[u.strip() for u in (cfg.base_url or "").split(",") if u.strip()],
+        base_urls=split_urls(cfg.base_url),
         model=cfg.model,
         api_key_env=cfg.api_key_env,
         max_concurrency=cfg.concurrency,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from astra_foundation.llm import LLMConfig, LLMFlags, PreflightError, preflight
+from astra_foundation.llm import LLMConfig, LLMFlags, PreflightError, preflight, split_urls
 from astra_foundation.llm.preflight import PREFLIGHT_TIMEOUT_S, model_entries
 from env_registry.families import tau
 
@@ -71,7 +71,7 @@ def check_endpoints(cfg: Any) -> int | None:
     """Preflight the policy's endpoint (if any) and the LLM user's; the policy's served context, if known."""
     context = None
     if cfg.base_url:
-        urls = [u.strip() for u in cfg.base_url.split(",") if u.strip()]
+        urls = split_urls(cfg.base_url)
         preflight(LLMConfig(base_urls=urls, model=cfg.model, api_key_env=cfg.api_key_env), flags=LLMFlags(""))
         sizes = [served_context(u, cfg.model, cfg.api_key_env) for u in urls]
         known = [s for s in sizes if s is not None]
