@@ -163,14 +163,14 @@ async def derive(client: LLMClient, server: Server, job: VariantJob) -> ScoredTa
 # -- the LLM user -------------------------------------------------------------------------
 class LLMUserHook(SilentHook):
     """The episode hook of a missing-value task: `UserScript` says when the user speaks (one listed
-    turn, then `otherwise` once; an answer channel ends the episode), the LLM user what it says."""
+    turn, then `otherwise` once; an answer channel ends the episode), the LLM user what it says.
+    The user turns delivered are counted once, by the driver (`log.user_turns`)."""
 
     def __init__(self, client: LLMClient, task: Task, otherwise: str):
         if task.withheld is None:
             raise ValueError(f"task {task.key} ({task.behaviour.value}) withholds no value: it has no user to ask")
         held = task.withheld
         self.script = UserScript(listed=1, otherwise=otherwise, answer_ends=True)
-        self.otherwise = otherwise
         system = missing_value_prompt(task.query, held.missing, held.value)
         self.chat = RoleSwappedChat(system, "", "", step="traj.user", client=client)
 
@@ -179,14 +179,11 @@ class LLMUserHook(SilentHook):
         if step is None:
             return None
         if step == OTHERWISE:
-            return HookAction(user_message=self.otherwise)
+            return HookAction(user_message=self.script.otherwise)
         words = (await self.chat.reply(content)).strip()
         if not words:
             raise Reject("user_silent", "the LLM user's reply to the agent's question is empty")
         return HookAction(user_message=words)
-
-    async def on_end(self, view: Any) -> dict[str, Any]:
-        return {"user_turns": self.script.delivered + int(self.script.said_otherwise)}
 
 
 # -- the judge's rules --------------------------------------------------------------------
