@@ -39,6 +39,7 @@ from data_synth.traj.records import ScoredTask, Server, Task, Trajectory, Varian
 from env_registry.answer_channel import has_channel, read
 from env_registry.episode_driver import HookAction, SilentHook
 from env_registry.llm_user import RoleSwappedChat, missing_value_prompt
+from env_registry.matching import same_value
 from env_registry.spec import AnswerType, Variant
 from env_registry.variants import OTHERWISE, UserScript
 
@@ -223,10 +224,11 @@ def _missing_value_violation(traj: Trajectory) -> tuple[str, str] | None:
     if early:
         return "called_before_asking", f"messages {early} call tools before the user gave {held.missing}"
     given = [_arguments(c.arguments).get(held.argument) for c in traj.calls if c.name == held.tool]
-    invented = [v for v in given if v is not None and str(v).strip().casefold() != held.value.casefold()]
+    # the matcher's reading of values (case, punctuation, numbers by value), as RL's call check
+    invented = [v for v in given if v is not None and not same_value(v, held.value)]
     if invented:
         return "invented_value", f"{held.tool}.{held.argument}={invented[0]!r}, the user holds {held.value!r}"
-    if held.value.casefold() not in [str(v).strip().casefold() for v in given]:
+    if not any(same_value(v, held.value) for v in given if v is not None):
         return "value_unused", f"no {held.tool} call passes {held.argument}={held.value!r}"
     if not has_channel(traj.final_answer) or read(traj.final_answer, AnswerType.INABILITY).is_answer:
         return "no_answer", "after the user's reply the final answer must answer in <answer>...</answer>"
