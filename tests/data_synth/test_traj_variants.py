@@ -21,6 +21,7 @@ import pytest
 
 from astra_foundation.llm import LLMConfig, build_client
 from data_synth.pipeline import Reject, read_envelopes, read_outputs, step_files
+from data_synth.prompts import load_prompt
 from data_synth.traj.config import TrajConfig
 from data_synth.traj.records import ScoredTask, Trajectory, TrajectoryCall
 from data_synth.traj.run import ContextFactory, Runner
@@ -248,3 +249,12 @@ def test_a_rerun_adds_nothing(done):
     after = {p.name: p.read_text() for p in run_dir.glob("traj.*.jsonl")}
     assert after == before
     assert len(read_envelopes(run_dir, "traj.variants")) == len(Runner(run_dir, variant_config(), None).variant_jobs())
+
+
+def test_the_agent_prompt_states_each_behaviour_the_variant_judge_requires():
+    """The judge keeps a declining trajectory only with a declared inability and a missing-value one
+    only if the agent asked before calling and used the reply: a prompted model must be told both."""
+    system = load_prompt("traj/agent_system").render("system")
+    assert "<answer>cannot answer: the capability that is missing</answer>" in system
+    assert "ask the user for it in a short\nmessage without tool calls and without <answer>" in system
+    assert "use exactly what they reply; never make the\nvalue up" in system
