@@ -213,23 +213,27 @@ def build_rows(results: dict[str, dict], style: str, base: str, sizes: dict[str,
     return rows
 
 
+def irrelevance_verdict(rows: Sequence[Row], label: str, reference: str, model: str) -> str:
+    """Issue 49's first target for `model`: irrelevance within 2 SE of base while Non-Live Simple
+    rises beyond 2 SE (the SEs are the rows' own: entries, or entries and seeds)."""
+    by_name = {r.name: r for r in rows}
+    if reference != "base" or not all(n in by_name for n in ("Irrelevance", "Non-Live Simple")):
+        return f"- {label}, irrelevance and Non-Live Simple against base: n/a (reference {reference})"
+    irr, simple = by_name["Irrelevance"].diffs[model], by_name["Non-Live Simple"].diffs[model]
+    met = abs(irr[0]) <= 2 * irr[1] and simple[0] > 2 * simple[1]
+    return (
+        f"- {label}, irrelevance within 2 SE of base ({100 * irr[0]:+.1f} ± {100 * irr[1]:.1f}) while Non-Live "
+        f"Simple rises beyond 2 SE ({100 * simple[0]:+.1f} ± {100 * simple[1]:.1f}): {'met' if met else 'MISSED'}"
+    )
+
+
 def other_half_verdicts(
     rows: list[Row], results: dict[str, dict], label: str, reference: str, answerable: Sequence[str], model: str
 ) -> list[str]:
     """Issue 49's targets for the model trained with the other half: irrelevance within 2 SE of base
     while Non-Live Simple rises beyond 2 SE; held-out F1 on the `answerable` splits within 2 SE of SFT.
     `model`: the key of that model in `results` and the rows."""
-    out = []
-    by_name = {r.name: r for r in rows}
-    if reference == "base" and all(n in by_name for n in ("Irrelevance", "Non-Live Simple")):
-        irr, simple = by_name["Irrelevance"].diffs[model], by_name["Non-Live Simple"].diffs[model]
-        met = abs(irr[0]) <= 2 * irr[1] and simple[0] > 2 * simple[1]
-        out.append(
-            f"- {label}, irrelevance within 2 SE of base ({100 * irr[0]:+.1f} ± {100 * irr[1]:.1f}) while Non-Live "
-            f"Simple rises beyond 2 SE ({100 * simple[0]:+.1f} ± {100 * simple[1]:.1f}): {'met' if met else 'MISSED'}"
-        )
-    else:
-        out.append(f"- {label}, irrelevance and Non-Live Simple against base: n/a (reference {reference})")
+    out = [irrelevance_verdict(rows, label, reference, model)]
     if "sft" not in results:
         return [*out, f"- {label}, held-out F1 against plain SFT: n/a (SFT not measured)"]
     for split in answerable:
