@@ -80,7 +80,8 @@ def test_the_mean_is_the_seed_averaged_model_and_a_model_of_fewer_seeds_is_named
     assert row["combined"]["sft_variants"][0] == pytest.approx(0.4)
     assert row["combined"]["sft_variants"][1] > 0.2  # the seeds' SE alone: 0.2
     assert "held-out F1 against plain SFT: n/a (no seed measured both)" not in text  # seed 0 measured both
-    assert "(seeds 0)" in text
+    line = next(x for x in text.splitlines() if "heldout_data F1 not below plain SFT" in x)
+    assert "(seed 0 only: entries' SE): +0.0 ± 0.0: met" in line  # the same held-out F1 in both models
 
 
 def test_a_rise_one_seed_alone_shows_is_not_met_over_seeds(tmp_path):
