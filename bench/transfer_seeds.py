@@ -1,7 +1,14 @@
 """bench/transfer.py across SFT seeds: one run folder's reports (`transfer.json`, SFT seed 0, and
 `transfer-train<N>.json`, `--train-seed N`) in one table, with the seed-to-seed spread in its SEs.
 
-    .venv/bin/python bench/transfer_seeds.py --out runs/transfer49
+    .venv/bin/python bench/transfer_seeds.py --out runs/transfer49      # the seeds' reports the folder holds
+    .venv/bin/python bench/transfer_seeds.py --out runs/transfer49 --seeds 0,1,2 -- --per-category 20
+
+With `--seeds`, bench/transfer.py first runs once per seed (`--out` and `--train-seed` added, the
+arguments after `--` passed on), each resumable: a seed's finished stages are reused, not rerun. So
+the table comes from one command; one seed of SmolLM2 is about 50 min per trained model on 2 idle
+cores (80 SFT steps, BFCL single-turn at 20 per category, the held-out splits). Each seed's
+invocation rewrites its own report with the models it measured (`--models`): pass the same to all.
 
 Which models: those trained in every seed found (a model measured in fewer seeds is named, not
 averaged); base is not trained, so every seed shares its one measurement.
@@ -30,8 +37,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import transfer  # noqa: E402
 import transfer_table as tt  # noqa: E402
-from transfer import ANSWERABLE_SPLITS, VARIANTS  # noqa: E402
 
 from astra_foundation.stats import format_mean_se, mean_se  # noqa: E402
 
@@ -145,7 +152,7 @@ def heldout_against_sft(results: Mapping[int, dict], model: str, label: str) -> 
     if not seeds:
         return [f"- {label}, held-out F1 against plain SFT: n/a (no seed measured both)"]
     out = []
-    for split in ANSWERABLE_SPLITS:
+    for split in transfer.ANSWERABLE_SPLITS:
         if not all(split in results[s]["sft"]["heldout"] for s in seeds):
             out.append(f"- {label}, held-out {split} F1 against plain SFT: n/a (held-out not run)")
             continue
@@ -198,9 +205,10 @@ def summarize(reports: Mapping[int, dict]) -> tuple[str, dict]:
         ]
         for m in models:
             lines += tt.verdicts(rows, m, f"{labels[m]} ({len(seeds)} seeds)")
-        if VARIANTS in models:
-            lines.append(tt.irrelevance_verdict(rows, f"{labels[VARIANTS]} ({len(seeds)} seeds)", BASE, VARIANTS))
-            lines += heldout_against_sft(results, VARIANTS, f"{labels[VARIANTS]} ({len(seeds)} seeds)")
+        if transfer.VARIANTS in models:
+            variants = transfer.VARIANTS
+            lines.append(tt.irrelevance_verdict(rows, f"{labels[variants]} ({len(seeds)} seeds)", BASE, variants))
+            lines += heldout_against_sft(results, variants, f"{labels[variants]} ({len(seeds)} seeds)")
         behaviour = {m: summed_behaviour([results[s][m]["behaviour"][style] for s in seeds]) for m in (BASE, *models)}
         lines += ["", f"What each model did (`{style}`), summed over the seeds (base: once per seed):", ""]
         lines += [tt.format_behaviours(behaviour, labels)]
@@ -217,13 +225,39 @@ def summed_behaviour(counts: Sequence[Mapping[str, Mapping[str, int]]]) -> dict[
     return {g: {b: sum(c[g][b] for c in counts) for b in tt.BEHAVIOURS} for g in tt.GROUPS}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """This script's own arguments, and those after `--` (bench/transfer.py's, for each seed)."""
+    own, passed = (argv[: argv.index("--")], argv[argv.index("--") + 1 :]) if "--" in argv else (argv, [])
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/transfer", help="bench/transfer.py's run folder (default runs/transfer)")
-    args = p.parse_args(argv)
+    p.add_argument(
+        "--seeds",
+        default="",
+        help="comma-separated SFT seeds (e.g. 0,1,2): run bench/transfer.py for each first (what is done is reused); "
+        "without it, only the reports the folder holds are combined",
+    )
+    args = p.parse_args(own)
+    try:
+        args.seeds = sorted({int(x) for x in args.seeds.split(",") if x.strip()})
+    except ValueError:
+        p.error(f"--seeds {args.seeds!r}: comma-separated whole numbers, e.g. 0,1,2")
+    if args.seeds and (len(args.seeds) < 2 or args.seeds[0] < 0):
+        p.error(f"--seeds {args.seeds}: at least two seeds, none negative (one seed has no spread)")
+    if passed and not args.seeds:
+        p.error("the arguments after -- are bench/transfer.py's for each seed: give --seeds too")
+    if taken := sorted({"--out", "--train-seed"} & {a.split("=")[0] for a in passed}):
+        p.error(f"{', '.join(taken)} after --: this script sets them (--out once, --train-seed per seed)")
+    if not args.seeds and not Path(args.out).is_dir():
+        p.error(f"--out {args.out}: no such folder; give bench/transfer.py's --out, or --seeds to measure them")
+    return args, passed
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, passed = parse(list(sys.argv[1:] if argv is None else argv))
     out = Path(args.out)
-    if not out.is_dir():
-        p.error(f"--out {out}: no such folder; give bench/transfer.py's --out")
+    for seed in args.seeds:  # each resumable: bench/transfer.py reuses a finished stage
+        print(f"== bench/transfer.py, SFT seed {seed} ==", flush=True)
+        transfer.main(["--out", str(out), "--train-seed", str(seed), *passed])
     text, as_json = summarize(load_reports(out))
     (out / "transfer-seeds.md").write_text(text)
     (out / "transfer-seeds.json").write_text(json.dumps(as_json, indent=1, default=str))

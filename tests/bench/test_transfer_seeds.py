@@ -103,3 +103,34 @@ def test_the_command_line_writes_the_report_and_refuses_a_missing_folder(tmp_pat
     with pytest.raises(SystemExit) as e:
         ts.main(["--out", str(tmp_path / "absent")])
     assert e.value.code == 2 and "no such folder" in capsys.readouterr().err
+
+
+def test_seeds_run_bench_transfer_once_each_with_the_passed_arguments_then_combine(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_main(argv):  # bench/transfer.py: writes the seed's report where it would
+        calls.append(argv)
+        seed = int(argv[argv.index("--train-seed") + 1])
+        _write(tmp_path, {seed: _report({"base": BASE, "sft_variants": _model({"simple_python": seed})})})
+        return 0
+
+    monkeypatch.setattr(ts.transfer, "main", fake_main)
+    assert ts.main(["--out", str(tmp_path), "--seeds", "2,0,1", "--", "--per-category", "20"]) == 0
+    assert calls == [["--out", str(tmp_path), "--train-seed", str(s), "--per-category", "20"] for s in (0, 1, 2)]
+    assert json.loads((tmp_path / "transfer-seeds.json").read_text())["seeds"] == [0, 1, 2]
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--seeds", "1"], "at least two seeds"),
+        (["--seeds", "0,x"], "comma-separated whole numbers"),
+        (["--", "--per-category", "20"], "give --seeds too"),
+        (["--seeds", "0,1", "--", "--train-seed", "3"], "--train-seed after --: this script sets them"),
+        (["--seeds", "0,1", "--", "--out=elsewhere"], "--out after --"),
+    ],
+)
+def test_refused_arguments_say_what_to_do(tmp_path, argv, message, capsys):
+    with pytest.raises(SystemExit) as e:
+        ts.main(["--out", str(tmp_path), *argv])
+    assert e.value.code == 2 and message in capsys.readouterr().err
