@@ -44,14 +44,14 @@ n, each model's score, and trained - reference ± SE, paired over entries (bench
 Differences are against `--reference` (default the base model). Targets (issues 33, 49): a trained
 model raises single-turn overall beyond 2 SE and lowers no category beyond 2 SE; with the other
 half, irrelevance stays within 2 SE of base while Non-Live Simple rises beyond 2 SE, and held-out F1
-on the answerable splits stays within 2 SE of plain SFT. With the control measured, a verdict per
-answerable split: the other half's held-out F1 against the control's, and which explanation that
-supports (the other half, more worlds, or neither separated).
+on the answerable splits is not below plain SFT's by more than 2 SE. With the control measured, a
+verdict per answerable split: the other half's held-out F1 against the control's, and which
+explanation that supports (the other half, more worlds, or neither separated).
 
 Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png` (`transfer-train<N>.*` for
-`--train-seed N`: the same models trained with another SFT seed, beside seed 0's). Resumable: a stage whose
-results are in `<out>` is reused, not rerun (the report says which; the wall times reported are
-those recorded when each stage ran cold).
+`--train-seed N`: the same models trained with another SFT seed, beside seed 0's; `-vs-<reference>`
+appended for another `--reference`). Resumable: a stage whose results are in `<out>` is reused, not
+rerun (the report says which; the wall times reported are those recorded when each stage ran cold).
 """
 
 from __future__ import annotations
@@ -392,7 +392,9 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
 
 
 def report_stem(args: argparse.Namespace) -> str:
-    return "transfer" if not args.train_seed else f"transfer-train{args.train_seed}"
+    # another reference is another report: `--reference sft` must not overwrite the table against base
+    stem = "transfer" if not args.train_seed else f"transfer-train{args.train_seed}"
+    return stem if args.reference == "base" else f"{stem}-vs-{args.reference}"
 
 
 # -- main -------------------------------------------------------------------------------------------
@@ -489,7 +491,7 @@ def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default="runs/transfer", help="run folder (default runs/transfer); reruns reuse it")
-    p.add_argument("--per-category", type=int, default=10, help="seeded BFCL entries per single-turn category")
+    p.add_argument("--per-category", type=int, default=10, help="seeded BFCL entries per category (default 10)")
     p.add_argument("--seed", type=int, default=0, help="the samples' seed (default 0)")
     p.add_argument(
         "--train-seed",

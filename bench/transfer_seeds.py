@@ -2,7 +2,8 @@
 `transfer-train<N>.json`, `--train-seed N`) in one table, with the seed-to-seed spread in its SEs.
 
     .venv/bin/python bench/transfer_seeds.py --out runs/transfer49      # the seeds' reports the folder holds
-    .venv/bin/python bench/transfer_seeds.py --out runs/transfer49 --seeds 0,1,2 -- --per-category 20
+    .venv/bin/python bench/transfer_seeds.py --out runs/transfer49 --seeds 0,1,2 -- --per-category 20 \
+        --multi-turn-per-category 0 --models base,sft,sft_variants
 
 With `--seeds`, bench/transfer.py first runs once per seed (`--out` and `--train-seed` added, the
 arguments after `--` passed on), each resumable: a seed's finished stages are reused, not rerun. So
@@ -23,7 +24,7 @@ only in the second; the two overlap a little where seed noise is independent acr
 sum errs wide. It needs two seeds at least: with one, the seeds' spread is unknown.
 
 The targets are bench/transfer.py's (issues 33, 49), judged with these SEs. Writes
-`<out>/transfer-seeds.md` and `<out>/transfer-seeds.json`; reads only, trains and serves nothing.
+`<out>/transfer-seeds.md` and `<out>/transfer-seeds.json`; without `--seeds` it reads only.
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def load_reports(out: Path) -> dict[int, dict]:
             f"bench/transfer_seeds.py: only SFT seed {next(iter(found))}'s report in {out} (its table is "
             f"{out}/transfer.md); with one seed there is no seed-to-seed spread: run bench/transfer.py --out {out} "
             "--train-seed 1 (and 2) first"
+        )
+    if lacking := [s for s, r in found.items() if "base" not in r["info"]["results"]]:
+        raise SystemExit(
+            f"bench/transfer_seeds.py: the report of SFT seed {lacking[0]} in {out} has no base model, and every "
+            "difference here is from base: rerun that seed's bench/transfer.py with base among --models"
         )
     return dict(sorted(found.items()))
 

@@ -324,6 +324,9 @@ def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_
     assert transfer.report_stem(args) == "transfer-train1"
     seed0 = transfer.parse([])
     assert (transfer.measured_as("sft", seed0), transfer.report_stem(seed0)) == ("sft", "transfer")
+    # a table against another reference is another report: it used to overwrite the one against base
+    vs_sft = transfer.parse(["--models", "sft,sft_variants", "--reference", "sft"])
+    assert transfer.report_stem(vs_sft) == "transfer-vs-sft"
 
 
 def test_the_worlds_control_trains_on_as_many_answerable_demonstrations_of_the_variant_worlds(tmp_path, monkeypatch):

@@ -134,3 +134,9 @@ def test_refused_arguments_say_what_to_do(tmp_path, argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         ts.main(["--out", str(tmp_path), *argv])
     assert e.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_report_without_base_is_refused_with_the_fix(tmp_path):
+    _write(tmp_path, {0: _report({"base": BASE, "sft_variants": _model({})}), 1: _report({"sft_variants": _model({})})})
+    with pytest.raises(SystemExit, match="seed 1 .* has no base model.*base among --models"):
+        ts.load_reports(tmp_path)
