@@ -24,7 +24,7 @@ only in the second; the two overlap a little where seed noise is independent acr
 sum errs wide. It needs two seeds at least: with one, the seeds' spread is unknown.
 
 The targets are bench/transfer.py's (issues 33, 49), judged with these SEs. Writes
-`<out>/transfer-seeds.md` and `<out>/transfer-seeds.json`; without `--seeds` it reads only.
+`<out>/transfer-seeds.md`, `.json` and `.png`; without `--seeds` it reads only.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def summarize(reports: Mapping[int, dict]) -> tuple[str, dict]:
             "Not in every seed, so not in this table: "
             + "; ".join(f"{m} (seeds {', '.join(map(str, s))})" for m, s in fewer.items()),
         ]
-    as_json: dict = {"seeds": seeds, "models": models, "styles": {}}
+    as_json: dict = {"seeds": seeds, "models": models, "labels": labels, "styles": {}}
     for style in styles:
         per_seed = {s: tt.build_rows({m: results[s][m] for m in (BASE, *models)}, style, BASE, sizes) for s in seeds}
         avg = {BASE: results[seeds[0]][BASE], **{m: averaged_results([results[s] for s in seeds], m) for m in models}}
@@ -258,6 +258,36 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     return args, passed
 
 
+def plot(as_json: dict, labels: Mapping[str, str], path: Path) -> Path:
+    """Per row and model: each seed's difference from base (dots) and their mean ± 2 SE (a bar)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only
+    import matplotlib.pyplot as plt
+
+    styles = as_json["styles"]
+    fig, axes = plt.subplots(1, len(styles), figsize=(7 * len(styles), 8), squeeze=False)
+    for ax, (style, rows) in zip(axes[0], styles.items(), strict=True):
+        ys = list(range(len(rows)))[::-1]
+        for k, m in enumerate(as_json["models"]):
+            shift = (k - (len(as_json["models"]) - 1) / 2) * 0.3
+            for y, r in zip(ys, rows, strict=True):
+                mean, se = r["combined"].get(m, (math.nan, math.nan))
+                ax.errorbar(100 * mean, y + shift, xerr=200 * se, fmt="s", color=f"C{k}", capsize=3,
+                            label=labels[m] if y == ys[0] else None)  # fmt: skip
+                ax.plot([100 * d for d, _ in r["per_seed"][m].values()], [y + shift] * len(r["per_seed"][m]), ".",
+                        color=f"C{k}", alpha=0.5)  # fmt: skip
+        ax.axvline(0, color="grey", lw=0.8)
+        ax.set_yticks(ys, [f"{r['name']} (n={r['n']})" for r in rows], fontsize=7)
+        ax.set_xlabel("model − base, points (dots: seeds; squares: mean ± 2 SE)")
+        ax.set_title(f"BFCL call style {style}, SFT seeds {', '.join(map(str, as_json['seeds']))}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args, passed = parse(list(sys.argv[1:] if argv is None else argv))
     out = Path(args.out)
@@ -267,7 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     text, as_json = summarize(load_reports(out))
     (out / "transfer-seeds.md").write_text(text)
     (out / "transfer-seeds.json").write_text(json.dumps(as_json, indent=1, default=str))
-    print(text + f"written: {out / 'transfer-seeds.md'}, {out / 'transfer-seeds.json'}")
+    plot(as_json, as_json["labels"], out / "transfer-seeds.png")
+    print(text + f"written: {out / 'transfer-seeds.md'}, {out / 'transfer-seeds.json'}, {out / 'transfer-seeds.png'}")
     return 0
 
 

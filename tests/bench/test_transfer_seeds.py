@@ -100,6 +100,7 @@ def test_the_command_line_writes_the_report_and_refuses_a_missing_folder(tmp_pat
     assert ts.main(["--out", str(_write(tmp_path, reports))]) == 0
     assert (tmp_path / "transfer-seeds.md").read_text().startswith("# Transfer over SFT seeds 0, 1")
     assert json.loads((tmp_path / "transfer-seeds.json").read_text())["seeds"] == [0, 1]
+    assert (tmp_path / "transfer-seeds.png").stat().st_size > 10_000
     with pytest.raises(SystemExit) as e:
         ts.main(["--out", str(tmp_path / "absent")])
     assert e.value.code == 2 and "no such folder" in capsys.readouterr().err
