@@ -49,6 +49,16 @@ def machine_line() -> str:
     return f"machine: {m['cores']} core(s), {m['cpu']}, Python {m['python']}; load average {m['load']} (1/5/15 min)"
 
 
+def save_figure(fig, path: Path) -> Path:
+    """Lay out, write (110 dpi) and close a matplotlib figure: every bench plot ends so."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def percentile(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]

@@ -71,6 +71,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import benchkit  # noqa: E402
 import learning_stages as stages  # noqa: E402
 import pandas as pd  # noqa: E402
 import transfer_table as tt  # noqa: E402
@@ -323,10 +324,7 @@ def plot(tables: dict[str, list[tt.Row]], base: str, labels: dict[str, str], pat
         ax.set_xlabel("accuracy (BFCL) / F1 (held-out); right: trained - base ± SE (points)")
         ax.set_title(f"BFCL call style: {style}", fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return benchkit.save_figure(fig, path)
 
 
 def stage_lines(results: dict[str, dict], labels: dict[str, str]) -> list[str]:
@@ -335,12 +333,6 @@ def stage_lines(results: dict[str, dict], labels: dict[str, str]) -> list[str]:
         parts = [f"{k} {s:.0f} s" + (" (reused)" if reused else "") for k, (s, reused) in r["seconds"].items()]
         lines.append(f"- {labels[m]}: " + ", ".join(parts))
     return lines
-
-
-def cpu_model() -> str:
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    name = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "?")
-    return f"{name}, {os.cpu_count()} CPUs"
 
 
 def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path) -> str:
@@ -374,7 +366,7 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
         else "- held-out: bench/learning.py's real-tier splits, `eval envs`, greedy, F1 per environment (x 100 above)",
         f"- differences: each model - {labels.get(base, base)}, paired over entries (environments), ± SE of the mean paired difference; "
         "aggregates: BFCL's weights over the category differences, SEs propagated",
-        f"- machine: {cpu_model()}; load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        f"- machine: {benchkit.cpu_model()}, {os.cpu_count()} CPUs; load average at the end {', '.join(f'{x:.1f}' for x in os.getloadavg())}",
         f"- wall time of this invocation {info['wall_s'] / 60:.1f} min; per stage (seconds recorded when it ran; "
         "'reused': found finished in the run folder, not rerun now):",
         *stage_lines(results, labels),

@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling scripts
+import benchkit  # noqa: E402
 import transfer  # noqa: E402
 import transfer_table as tt  # noqa: E402
 
@@ -282,10 +283,7 @@ def plot(as_json: dict, labels: Mapping[str, str], path: Path) -> Path:
         ax.set_xlabel("model − base, points (dots: seeds; squares: mean ± 2 SE)")
         ax.set_title(f"BFCL call style {style}, SFT seeds {', '.join(map(str, as_json['seeds']))}", fontsize=9)
         ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return benchkit.save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
