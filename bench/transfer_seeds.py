@@ -65,7 +65,7 @@ def load_reports(out: Path) -> dict[int, dict]:
             f"{out}/transfer.md); with one seed there is no seed-to-seed spread: run bench/transfer.py --out {out} "
             "--train-seed 1 (and 2) first"
         )
-    if lacking := [s for s, r in found.items() if "base" not in r["info"]["results"]]:
+    if lacking := [s for s, r in found.items() if BASE not in r["info"]["results"]]:
         raise SystemExit(
             f"bench/transfer_seeds.py: the report of SFT seed {lacking[0]} in {out} has no base model, and every "
             "difference here is from base: rerun that seed's bench/transfer.py with base among --models"
@@ -170,10 +170,7 @@ def heldout_against_sft(results: Mapping[int, dict], model: str, label: str) -> 
         # one seed measured both: its entries' SE alone (no spread to add), and the line says so
         mean, se = combined(per_seed, averaged) if len(seeds) > 1 else averaged
         which = f"seeds {', '.join(map(str, seeds))}" if len(seeds) > 1 else f"seed {seeds[0]} only: entries' SE"
-        out.append(
-            f"- {label}, held-out {split} F1 not below plain SFT's beyond 2 SE ({which}): "
-            f"{format_mean_se((mean, se), '+.1f', scale=100)}: {'met' if mean >= -2 * se else 'MISSED'}"
-        )
+        out.append(tt.heldout_verdict(label, split, (mean, se), which))
     return out
 
 

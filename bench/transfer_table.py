@@ -231,7 +231,8 @@ def other_half_verdicts(
     rows: list[Row], results: dict[str, dict], label: str, reference: str, answerable: Sequence[str], model: str
 ) -> list[str]:
     """Issue 49's targets for the model trained with the other half: irrelevance within 2 SE of base
-    while Non-Live Simple rises beyond 2 SE; held-out F1 on the `answerable` splits within 2 SE of SFT.
+    while Non-Live Simple rises beyond 2 SE; held-out F1 on the `answerable` splits not below SFT's
+    by more than 2 SE.
     `model`: the key of that model in `results` and the rows."""
     out = [irrelevance_verdict(rows, label, reference, model)]
     if "sft" not in results:
@@ -241,12 +242,19 @@ def other_half_verdicts(
             out.append(f"- {label}, held-out {split} F1 against plain SFT: n/a (held-out not run)")
             continue
         per = {m: results[m]["heldout"][split] for m in ("sft", model)}
-        mean, se = paired_row(split, per, "sft", "heldout").diffs[model]
-        out.append(
-            f"- {label}, held-out {split} F1 not below plain SFT's beyond 2 SE: {100 * mean:+.1f} ± {100 * se:.1f}: "
-            + ("met" if mean >= -2 * se else "MISSED")
-        )
+        out.append(heldout_verdict(label, split, paired_row(split, per, "sft", "heldout").diffs[model]))
     return out
+
+
+def heldout_verdict(label: str, split: str, diff: tuple[float, float], how: str = "") -> str:
+    """Issue 49's held-out target on one answerable split: the model's F1 - plain SFT's (mean, SE)
+    not below zero by more than 2 SE. `how`: where the SE comes from, when not one seed's entries."""
+    mean, se = diff
+    where = f" ({how})" if how else ""
+    return (
+        f"- {label}, held-out {split} F1 not below plain SFT's beyond 2 SE{where}: {100 * mean:+.1f} ± {100 * se:.1f}: "
+        + ("met" if mean >= -2 * se else "MISSED")
+    )
 
 
 def worlds_control_verdicts(
