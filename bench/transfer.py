@@ -49,7 +49,8 @@ verdict per answerable split: the other half's held-out F1 against the control's
 explanation that supports (the other half, more worlds, or neither separated).
 
 Writes `<out>/transfer.md`, `<out>/transfer.json`, `<out>/transfer.png` (`transfer-train<N>.*` for
-`--train-seed N`: the same models trained with another SFT seed, beside seed 0's; `-vs-<reference>`
+`--train-seed N`: the same models trained with another SFT seed, beside seed 0's; `-lr<LR>` for
+`--sft-lr LR`, another learning rate, in folders of its own; `-vs-<reference>`
 appended for another `--reference`). Resumable: a stage whose results are in `<out>` is reused, not
 rerun (the report says which; the wall times reported are those recorded when each stage ran cold).
 """
@@ -385,7 +386,7 @@ def write_report(results: dict, info: dict, args: argparse.Namespace, out: Path)
 
 def report_stem(args: argparse.Namespace) -> str:
     # another reference is another report: `--reference sft` must not overwrite the table against base
-    stem = "transfer" if not args.train_seed else f"transfer-train{args.train_seed}"
+    stem = "-".join(["transfer", *trained_as(args)])
     return stem if args.reference == "base" else f"{stem}-vs-{args.reference}"
 
 
@@ -425,15 +426,23 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
         WORLDS: f"SFT + {args.variant_envs} answerable envs of the variant worlds",
     }
     out = {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
-    if args.train_seed:  # the trained models of another SFT seed; base is the same model
-        out = {m: label if m in UNTRAINED else f"{label}, SFT seed {args.train_seed}" for m, label in out.items()}
-    return out
+    # the trained models of another SFT seed or lr; base is the same model
+    extra = (f", SFT seed {args.train_seed}" if args.train_seed else "") + (
+        f", lr {args.sft_lr:g}" if args.sft_lr else ""
+    )
+    return {m: label if m in UNTRAINED else label + extra for m, label in out.items()}
+
+
+def trained_as(args: argparse.Namespace) -> list[str]:
+    """What sets this run's trained models apart: another `--train-seed`, an `--sft-lr`. Seed 0 at
+    the tier's lr has none, so its folders keep the names they had before seeds and lrs."""
+    return ([f"train{args.train_seed}"] if args.train_seed else []) + ([f"lr{args.sft_lr:g}"] if args.sft_lr else [])
 
 
 def measured_as(model: str, args: argparse.Namespace) -> str:
     """The name a model's measurement folders (and its served name) carry: a trained model of
-    another `--train-seed` has its own; seed 0 keeps the names its folders had before seeds."""
-    return model if model in UNTRAINED or not args.train_seed else f"{model}_train{args.train_seed}"
+    another `--train-seed` or `--sft-lr` has its own, so a rerun never reuses another's scores."""
+    return model if model in UNTRAINED else "_".join([model, *trained_as(args)])
 
 
 def family(model: str) -> str:
@@ -472,11 +481,16 @@ def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str
     """Every model `train` can train: name -> (its tier, its folder under <out>/learning/)."""
     seed, n = args.train_seed, args.variant_envs
     more = replace(stages.REAL, variant_envs=n)
-    return {
+    models = {
         "sft": (stages.REAL, f"seed{seed}"),
         VARIANTS: (more, f"seed{seed}-variants{n}"),
         WORLDS: (replace(more, variant_mix=stages.ANSWERABLE), f"seed{seed}-worlds{n}"),
         **{m.key: (m.tier(), m.folder(seed)) for m in no_tool_models(args)},
+    }
+    if not args.sft_lr:
+        return models
+    return {
+        m: (replace(tier, sft_lr=args.sft_lr), f"{folder}-lr{args.sft_lr:g}") for m, (tier, folder) in models.items()
     }
 
 
@@ -491,6 +505,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=0,
         help="the SFT seed (default 0): the order of the demonstrations (verl's SFT trainer ignores trainer.seed); another seed trains and measures its own checkpoints in "
         "the same run folder, reuses the base model's measurements, and writes transfer-train<N>.md",
+    )
+    p.add_argument(
+        "--sft-lr",
+        type=float,
+        default=None,
+        help=f"the SFT learning rate (default the real tier's {stages.REAL.sft_lr:g}, sized for SmolLM2-135M; e.g. 1e-5 for "
+        "Qwen2.5-Coder-0.5B); another lr trains and measures its own checkpoints, and writes transfer-lr<LR>.md",
     )
     p.add_argument("--checkpoint", default=None, help="an SFT checkpoint (HF folder) instead of training one")
     p.add_argument(
@@ -558,6 +579,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--no-tool-share {args.no_tool_share}: every share must lie in (0, 1]")
     if args.variant_envs < 1:
         p.error(f"--variant-envs {args.variant_envs}: at least 1")
+    if args.sft_lr is not None and not args.sft_lr > 0:
+        p.error(f"--sft-lr {args.sft_lr}: a learning rate above 0, e.g. 1e-5")
+    if args.checkpoint and args.sft_lr:
+        p.error("--sft-lr sets the SFT this script runs: not with --checkpoint (that checkpoint is trained already)")
     if args.checkpoint and WORLDS in args.models:
         p.error(f"--models {WORLDS} is trained here: not with --checkpoint (its checkpoint would not be trained)")
     if args.variants_checkpoint and not args.checkpoint:

@@ -329,6 +329,35 @@ def test_another_sft_seed_trains_its_own_checkpoints_and_measures_them_in_their_
     assert transfer.report_stem(vs_sft) == "transfer-vs-sft"
 
 
+def test_another_sft_lr_trains_and_measures_in_folders_of_its_own(tmp_path, monkeypatch):
+    """`--sft-lr 1e-5` (Qwen2.5-Coder-0.5B: the real tier's 1e-4 broke its calls): the same models
+    at that lr, in folders, served names and a report of their own, so a rerun never reuses the
+    checkpoints or scores of the tier's lr."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = (tier.sft_lr, tier.sft_steps)
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    fake_stages(monkeypatch, sft)
+    args = transfer.parse(["--base-model", str(tmp_path / "m"), "--models", "base,sft_variants", "--sft-lr", "1e-5"])
+    transfer.train(tmp_path / "out", args)
+    assert trained == {"seed0-variants16-lr1e-05": (1e-5, transfer.stages.REAL.sft_steps)}
+    assert (transfer.measured_as("base", args), transfer.measured_as("sft_variants", args)) == ("base", "sft_variants_lr1e-05")  # fmt: skip
+    assert (
+        transfer.labels(args)["sft_variants"].endswith(", lr 1e-05")
+        and transfer.report_stem(args) == "transfer-lr1e-05"
+    )
+    both = transfer.parse(["--train-seed", "2", "--sft-lr", "1e-5"])
+    assert (transfer.measured_as("sft", both), transfer.report_stem(both)) == (
+        "sft_train2_lr1e-05",
+        "transfer-train2-lr1e-05",
+    )
+    for bad in (["--sft-lr", "0"], ["--sft-lr", "1e-5", "--checkpoint", str(tmp_path)]):
+        with pytest.raises(SystemExit):
+            transfer.parse(bad)
+
+
 def test_the_worlds_control_trains_on_as_many_answerable_demonstrations_of_the_variant_worlds(tmp_path, monkeypatch):
     """`sft_worlds`: the same `sft()` on the 24 plus `--variant-envs` answerable environments of the
     variants' worlds (`VARIANT_SEED`, the same shapes and count); files and folders of its own."""
