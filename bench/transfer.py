@@ -78,6 +78,7 @@ import pandas as pd  # noqa: E402
 import transfer_table as tt  # noqa: E402
 
 from astra_verl.demo import run  # noqa: E402
+from astra_verl.models import distinct_tokens  # noqa: E402
 
 HOUR = 3600.0
 LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO"}  # the no-tool models' follow from their settings
@@ -427,16 +428,23 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
     }
     out = {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
     # the trained models of another SFT seed or lr; base is the same model
-    extra = (f", SFT seed {args.train_seed}" if args.train_seed else "") + (
-        f", lr {args.sft_lr:g}" if args.sft_lr else ""
+    extra = (
+        (f", SFT seed {args.train_seed}" if args.train_seed else "")
+        + (f", lr {args.sft_lr:g}" if args.sft_lr else "")
+        + (", distinct tool tags" if args.distinct_tokens else "")
     )
     return {m: label if m in UNTRAINED else label + extra for m, label in out.items()}
 
 
 def trained_as(args: argparse.Namespace) -> list[str]:
-    """What sets this run's trained models apart: another `--train-seed`, an `--sft-lr`. Seed 0 at
-    the tier's lr has none, so its folders keep the names they had before seeds and lrs."""
-    return ([f"train{args.train_seed}"] if args.train_seed else []) + ([f"lr{args.sft_lr:g}"] if args.sft_lr else [])
+    """What sets this run's trained models apart: another `--train-seed`, an `--sft-lr`,
+    `--distinct-tokens`. Seed 0 at the tier's lr has none, so its folders keep the names they had
+    before seeds and lrs."""
+    return (
+        ([f"train{args.train_seed}"] if args.train_seed else [])
+        + ([f"lr{args.sft_lr:g}"] if args.sft_lr else [])
+        + (["distinct"] if args.distinct_tokens else [])
+    )
 
 
 def measured_as(model: str, args: argparse.Namespace) -> str:
@@ -461,7 +469,8 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
     data = stages.build_data(TRANSFER, model, root)
     seed = args.train_seed
     names = labels(args)
-    checkpoints, lines = {}, []
+    start, lines = sft_start(model, root, args)
+    checkpoints = {}
     for name, (tier, folder) in trained_models(args).items():
         if family(name) not in args.models:
             continue
@@ -471,10 +480,21 @@ def train(out: Path, args: argparse.Namespace) -> tuple[Path, dict[str, Path], d
         # the demonstrations permuted by N, else every seed trains the same checkpoint (it did)
         demos = stages.demonstrations_for_seed(tier, seed, stages.build_demonstrations(tier, model, root), seed_dir)
         reused = (seed_dir / "sft.seconds").exists()
-        checkpoints[name], seconds, steps = stages.sft(tier, seed, model, demos, seed_dir)
+        checkpoints[name], seconds, steps = stages.sft(tier, seed, start, demos, seed_dir)
         line = f"- {names[name]}: bench/learning.py --tier real's `sft()`, seed {seed}, {steps} steps on {demos.name}"
         lines.append(line + f" ({len(pd.read_parquet(demos))} conversations), {seconds:.0f} s" + (" (reused)" if reused else ""))  # fmt: skip
     return model, checkpoints, data, lines
+
+
+def sft_start(model: Path, root: Path, args: argparse.Namespace) -> tuple[Path, list[str]]:
+    """The checkpoint the SFT models start from: the base, or with `--distinct-tokens` the base whose
+    indistinguishable template tokens got rows of their own (`astra_verl.models.distinct_tokens`),
+    with a report line saying which."""
+    if not args.distinct_tokens:
+        return model, []
+    start, fixes = distinct_tokens.distinguish(model, root / "base-distinct-tokens")
+    said = "; ".join(f"`{f.token}` (cosine {f.cosine:.3f} to `{f.twin}`) from {' + '.join(f.pieces)}" for f in fixes)
+    return start, [f"- SFT start: the base with rows of their own for {said}" if fixes else "- SFT start: the base (every template token already had rows of its own)"]  # fmt: skip
 
 
 def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str]]:
@@ -487,11 +507,9 @@ def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str
         WORLDS: (replace(more, variant_mix=stages.ANSWERABLE), f"seed{seed}-worlds{n}"),
         **{m.key: (m.tier(), m.folder(seed)) for m in no_tool_models(args)},
     }
-    if not args.sft_lr:
-        return models
-    return {
-        m: (replace(tier, sft_lr=args.sft_lr), f"{folder}-lr{args.sft_lr:g}") for m, (tier, folder) in models.items()
-    }
+    lr = {"sft_lr": args.sft_lr} if args.sft_lr else {}
+    suffix = "".join(f"-{tag}" for tag in trained_as(args) if not tag.startswith("train"))
+    return {m: (replace(tier, **lr), folder + suffix) for m, (tier, folder) in models.items()}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -512,6 +530,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help=f"the SFT learning rate (default the real tier's {stages.REAL.sft_lr:g}, sized for SmolLM2-135M; e.g. 1e-5 for "
         "Qwen2.5-Coder-0.5B); another lr trains and measures its own checkpoints, and writes transfer-lr<LR>.md",
+    )
+    p.add_argument(
+        "--distinct-tokens",
+        action="store_true",
+        help="start the SFT from the base with rows of their own for the chat template's tokens it cannot tell apart "
+        "(Qwen2.5-Coder-0.5B's <tool_call> and </tool_call>; astra_verl.models.distinct_tokens); its models train and are "
+        "measured in folders of their own",
     )
     p.add_argument("--checkpoint", default=None, help="an SFT checkpoint (HF folder) instead of training one")
     p.add_argument(
@@ -581,6 +606,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--variant-envs {args.variant_envs}: at least 1")
     if args.sft_lr is not None and not args.sft_lr > 0:
         p.error(f"--sft-lr {args.sft_lr}: a learning rate above 0, e.g. 1e-5")
+    if args.checkpoint and args.distinct_tokens:
+        p.error("--distinct-tokens prepares the start of an SFT this script trains; --checkpoint was trained elsewhere")
     if args.checkpoint and args.sft_lr:
         p.error("--sft-lr sets the SFT this script runs: not with --checkpoint (that checkpoint is trained already)")
     if args.checkpoint and WORLDS in args.models:

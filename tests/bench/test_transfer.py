@@ -358,6 +358,43 @@ def test_another_sft_lr_trains_and_measures_in_folders_of_its_own(tmp_path, monk
             transfer.parse(bad)
 
 
+def test_distinct_tokens_trains_from_the_distinguished_base_in_folders_of_its_own(tmp_path, monkeypatch):
+    """`--distinct-tokens`: the SFT starts from what `distinct_tokens.distinguish` returns, in
+    folders, served names and a report of their own; the report says which tokens it changed."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = (model, tier.sft_lr)
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    fix = transfer.distinct_tokens.TokenFix(token="<tool_call>", token_id=7, twin="</tool_call>", cosine=1.0, pieces=["<", "tool", ">"])  # fmt: skip
+    made = {}
+
+    def distinguish(model, out):
+        made[Path(out).name] = model
+        return Path(out), [fix]
+
+    fake_stages(monkeypatch, sft)
+    monkeypatch.setattr(transfer.distinct_tokens, "distinguish", distinguish)
+    args = transfer.parse(["--base-model", str(tmp_path / "m"), "--models", "base,sft_variants", "--sft-lr", "1e-5", "--distinct-tokens"])  # fmt: skip
+    _, _, _, lines = transfer.train(tmp_path / "out", args)
+    start = tmp_path / "out" / "learning" / "base-distinct-tokens"
+    assert made == {"base-distinct-tokens": (tmp_path / "m").resolve()}
+    assert trained == {"seed0-variants16-lr1e-05-distinct": (start, 1e-5)}
+    assert transfer.measured_as("sft_variants", args) == "sft_variants_lr1e-05_distinct"
+    assert transfer.report_stem(args) == "transfer-lr1e-05-distinct"
+    assert transfer.labels(args)["sft_variants"].endswith(", lr 1e-05, distinct tool tags")
+    assert "`<tool_call>` (cosine 1.000 to `</tool_call>`) from < + tool + >" in lines[0]
+    # without the flag the SFT starts from the base itself, in the folders it always had
+    trained.clear()
+    transfer.train(
+        tmp_path / "out", transfer.parse(["--base-model", str(tmp_path / "m"), "--models", "base,sft_variants"])
+    )
+    assert trained == {"seed0-variants16": ((tmp_path / "m").resolve(), transfer.stages.REAL.sft_lr)}
+    with pytest.raises(SystemExit):
+        transfer.parse(["--distinct-tokens", "--checkpoint", str(tmp_path)])
+
+
 def test_the_worlds_control_trains_on_as_many_answerable_demonstrations_of_the_variant_worlds(tmp_path, monkeypatch):
     """`sft_worlds`: the same `sft()` on the 24 plus `--variant-envs` answerable environments of the
     variants' worlds (`VARIANT_SEED`, the same shapes and count); files and folders of its own."""

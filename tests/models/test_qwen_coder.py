@@ -82,3 +82,20 @@ def test_names_the_right_tool_and_argument(qwen_dir, tokenizer):
     # the call's content, not its wrapping: base Qwen often writes the JSON in a ```json fence
     # instead of <tool_call> tags (docs/bfcl-single-turn.md); wrong weights name neither
     assert '"get_weather"' in answer and "Paris" in answer, answer
+
+
+def test_only_the_tool_tags_are_indistinguishable_and_distinguish_separates_them(qwen_dir, tokenizer):
+    """The file's `<tool_call>` and `</tool_call>` share one row (input and output), as unused
+    control tokens do; `distinct_tokens` finds those two and no other template token, and their
+    starts then differ (docs/results/transfer.md: an SFT at lr 1e-5 kept them alike)."""
+    from astra_verl.models.distinct_tokens import apply_fixes, find_fixes
+
+    model = AutoModelForCausalLM.from_pretrained(str(qwen_dir))
+    rows = [model.get_input_embeddings().weight, model.get_output_embeddings().weight]
+    with torch.no_grad():
+        fixes = find_fixes(tokenizer, tokenizer.chat_template, rows)
+        assert sorted(f.token for f in fixes) == ["</tool_call>", "<tool_call>"]
+        apply_fixes(tokenizer, fixes, rows)
+        for matrix in rows:
+            opened, closed = matrix[151657], matrix[151658]
+            assert torch.nn.functional.cosine_similarity(opened, closed, dim=0) < 0.95
