@@ -49,7 +49,7 @@ ROOTS = {
     ("data_synth", "traj"): {"run", "ingest", "graph", "interact", "judge", "export", "funnel", "import-astra"},
     ("env_registry",): {"generate", "add", "import-astra", "recover-calls", "export-parquet", "stats"},
     ("astra_verl.eval",): {"envs", "bfcl", "bfcl-single", "bfcl-export", "bfcl-replay", "tau", "tau-export"},
-    ("astra_verl.models",): {"smollm2"},
+    ("astra_verl.models",): {"smollm2", "distinct-tokens"},
 }
 ROOTS[("data_synth", "traj")].add("variants")  # issue 49: tasks of the other behaviours
 # Subcommands that talk to an endpoint: they take `--base-url` (or only the user model's).

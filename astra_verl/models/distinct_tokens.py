@@ -112,6 +112,8 @@ def distinguish(model_dir: str | Path, out_dir: str | Path) -> tuple[Path, list[
     of its own, else a copy in `out_dir` with the fixes applied (reused when it was made from the
     same `model_dir`)."""
     src, out = Path(model_dir).resolve(), Path(out_dir).resolve()
+    if not (src / "config.json").is_file():
+        raise BuildError(f"{src}: not a Hugging Face checkpoint folder (no config.json); give the folder with the model's config.json and weights")  # fmt: skip
     record_path = out / RECORD
     if record_path.exists():
         record = DistinctRecord.model_validate_json(record_path.read_text())

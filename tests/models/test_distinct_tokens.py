@@ -32,7 +32,7 @@ def _rows(path):
     return AutoModelForCausalLM.from_pretrained(str(path)).get_input_embeddings().weight.detach()
 
 
-def test_twin_tags_get_the_mean_of_their_pieces_and_nothing_else_changes(twin_tags, tmp_path):
+def test_twin_tags_get_the_mean_of_their_pieces_and_nothing_else_changes(twin_tags, tiny_model_dir, tmp_path):
     out, fixes = distinguish(twin_tags, tmp_path / "out")
     assert out == (tmp_path / "out").resolve() and (out / RECORD).exists()
     assert {(f.token, f.twin, f.cosine) for f in fixes} == {("<tool_call>", "</tool_call>", 1.0), ("</tool_call>", "<tool_call>", 1.0)}  # fmt: skip
@@ -51,9 +51,21 @@ def test_twin_tags_get_the_mean_of_their_pieces_and_nothing_else_changes(twin_ta
     mtime = (out / "model.safetensors").stat().st_mtime_ns
     assert distinguish(twin_tags, out) == (out, fixes) and (out / "model.safetensors").stat().st_mtime_ns == mtime
     with pytest.raises(BuildError, match="made from"):
-        distinguish(tmp_path, out)
+        distinguish(tiny_model_dir, out)
 
 
 def test_a_checkpoint_whose_tokens_are_distinct_is_used_as_it_is(tiny_model_dir, tmp_path):
     assert distinguish(tiny_model_dir, tmp_path / "out") == (tiny_model_dir.resolve(), [])
     assert not (tmp_path / "out").exists()
+
+
+def test_the_command_says_what_it_changed_and_refuses_a_folder_that_is_no_checkpoint(twin_tags, tmp_path, capsys):
+    from astra_verl.models.cli import main
+
+    assert main(["distinct-tokens", "--model-path", str(twin_tags), str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "<tool_call>: was cosine 1.000 to </tool_call>; now the mean of < + " in out
+    assert f"start the SFT from {(tmp_path / 'out').resolve()}" in out
+    assert main(["distinct-tokens", "--model-path", str(tmp_path / "nothing"), str(tmp_path / "o2")]) == 2
+    assert "not a Hugging Face checkpoint folder (no config.json)" in capsys.readouterr().err
+    assert not (tmp_path / "o2").exists()
