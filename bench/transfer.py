@@ -490,7 +490,7 @@ def sft_start(model: Path, root: Path, args: argparse.Namespace) -> tuple[Path, 
     """The checkpoint the SFT models start from: the base, or with `--distinct-tokens` the base whose
     indistinguishable template tokens got rows of their own (`astra_verl.models.distinct_tokens`),
     with a report line saying which."""
-    if not args.distinct_tokens:
+    if not args.distinct_tokens or not any(family(m) in args.models for m in trained_models(args)):
         return model, []
     start, fixes = distinct_tokens.distinguish(model, root / "base-distinct-tokens")
     said = "; ".join(f"`{f.token}` (cosine {f.cosine:.3f} to `{f.twin}`) from {' + '.join(f.pieces)}" for f in fixes)

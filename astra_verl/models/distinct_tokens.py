@@ -30,7 +30,9 @@ from astra_verl.models.errors import BuildError
 # with each other; the untrained ones at 1.000.
 SAME = 0.999
 RECORD = "astra_distinct_tokens.json"
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+# save_pretrained writes the weights anew; the source's (one file or shards, and their index) are
+# not copied, else a sharded source would leave stale shards beside the new ones.
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".index.json")
 
 
 class TokenFix(BaseModel):
@@ -145,7 +147,7 @@ def _write(src: Path, out: Path, model, record: DistinctRecord) -> None:
     presence means the folder is complete)."""
     out.mkdir(parents=True, exist_ok=True)
     for f in src.iterdir():
-        if f.is_file() and f.name not in WEIGHT_FILES and f.name != RECORD:
+        if f.is_file() and not f.name.endswith(WEIGHT_SUFFIXES) and f.name != RECORD:
             shutil.copy2(f, out / f.name)
     model.save_pretrained(str(out))
     (out / RECORD).write_text(json.dumps(record.model_dump(), indent=2) + "\n")
