@@ -79,6 +79,7 @@ import transfer_table as tt  # noqa: E402
 
 from astra_verl.demo import run  # noqa: E402
 from astra_verl.models import distinct_tokens  # noqa: E402
+from env_registry.variants import VariantShares  # noqa: E402
 
 HOUR = 3600.0
 LABELS = {"base": "base", "sft": "SFT", "grpo": "GRPO"}  # the no-tool models' follow from their settings
@@ -423,7 +424,9 @@ def no_tool_models(args: argparse.Namespace) -> list[NoToolModel]:
 
 def labels(args: argparse.Namespace) -> dict[str, str]:
     other_half = {
-        VARIANTS: f"SFT + other half ({args.variant_envs} envs)",
+        VARIANTS: f"SFT + other half ({args.variant_envs} envs"
+        + ("" if args.variant_mix == stages.OTHER_HALF else f": {args.variant_mix}")
+        + ")",
         WORLDS: f"SFT + {args.variant_envs} answerable envs of the variant worlds",
     }
     out = {**LABELS, **other_half, **{m.key: m.label for m in no_tool_models(args)}}
@@ -438,12 +441,13 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
 
 def trained_as(args: argparse.Namespace) -> list[str]:
     """What sets this run's trained models apart: another `--train-seed`, an `--sft-lr`,
-    `--distinct-tokens`. Seed 0 at the tier's lr has none, so its folders keep the names they had
+    `--distinct-tokens`, another `--variant-mix`. Seed 0 at the tier's lr has none, so its folders keep the names they had
     before seeds and lrs."""
     return (
         ([f"train{args.train_seed}"] if args.train_seed else [])
         + ([f"lr{args.sft_lr:g}"] if args.sft_lr else [])
         + (["distinct"] if args.distinct_tokens else [])
+        + ([stages.mix_tag(args.variant_mix)] if args.variant_mix != stages.OTHER_HALF else [])
     )
 
 
@@ -500,7 +504,7 @@ def sft_start(model: Path, root: Path, args: argparse.Namespace) -> tuple[Path, 
 def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str]]:
     """Every model `train` can train: name -> (its tier, its folder under <out>/learning/)."""
     seed, n = args.train_seed, args.variant_envs
-    more = replace(stages.REAL, variant_envs=n)
+    more = replace(stages.REAL, variant_envs=n, variant_mix=args.variant_mix)
     models = {
         "sft": (stages.REAL, f"seed{seed}"),
         VARIANTS: (more, f"seed{seed}-variants{n}"),
@@ -574,6 +578,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         f"ones (default 16: the recommended mix's 0.4); `{WORLDS}`: as many answerable ones of the same worlds",
     )
     p.add_argument(
+        "--variant-mix",
+        default=stages.OTHER_HALF,
+        help=f"`{VARIANTS}`: the variants of those environments, in shares (`env_registry generate --variants`; default "
+        f"{stages.OTHER_HALF}); another mix trains a model, a served name and a report of its own",
+    )
+    p.add_argument(
         "--models",
         default=f"base,sft,{VARIANTS},grpo",
         help=f"measure only these now (e.g. `base` while SFT trains elsewhere; `{NOTOOL}`: issue 33's no-tool "
@@ -604,6 +614,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         p.error(f"--no-tool-share {args.no_tool_share}: every share must lie in (0, 1]")
     if args.variant_envs < 1:
         p.error(f"--variant-envs {args.variant_envs}: at least 1")
+    try:
+        VariantShares.parse(args.variant_mix)
+    except ValueError as exc:
+        p.error(str(exc))
     if args.sft_lr is not None and not args.sft_lr > 0:
         p.error(f"--sft-lr {args.sft_lr}: a learning rate above 0, e.g. 1e-5")
     if args.checkpoint and args.distinct_tokens:

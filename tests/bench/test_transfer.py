@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from env_registry.variants import Variant, VariantShares
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))  # the scripts import their siblings; only for this import
 try:
@@ -395,6 +397,46 @@ def test_distinct_tokens_trains_from_the_distinguished_base_in_folders_of_its_ow
         transfer.parse(["--distinct-tokens", "--checkpoint", str(tmp_path)])
 
 
+def test_another_variant_mix_trains_on_its_own_variants_in_folders_of_its_own(tmp_path, monkeypatch):
+    """`--variant-mix`: the other half's extra environments come in that mix (the generator reads it),
+    in data, checkpoint and measurement folders, a served name and a report of their own; the
+    default mix keeps the names older run folders have."""
+    trained = {}
+
+    def sft(tier, seed, model, demos, out):
+        trained[out.name] = (tier.variant_envs, tier.variant_mix, tier.sft_steps, demos.name)
+        return out / "ckpt", 1.0, tier.sft_steps
+
+    fake_stages(monkeypatch, sft)
+    mix = "unanswerable=0.5,no_tool=0.25,missing_value=0.25"
+    argv = ["--base-model", str(tmp_path / "m"), "--models", "base,sft_variants", "--variant-envs", "24"]
+    args = transfer.parse([*argv, "--variant-mix", mix])
+    transfer.train(tmp_path / "out", args)
+    tag = "unanswerable_0.5_no_tool_0.25_missing_value_0.25"
+    demos = f"sft-mix_none-notool_0-{tag}_24.parquet"
+    assert trained == {f"seed0-variants24-{tag}": (24, mix, transfer.stages.REAL.sft_steps, demos)}
+    assert transfer.measured_as("sft_variants", args) == f"sft_variants_{tag}"
+    assert transfer.report_stem(args) == f"transfer-{tag}"
+    assert transfer.labels(args)["sft_variants"] == f"SFT + other half (24 envs: {mix})"
+    tier = transfer.trained_models(args)["sft_variants"][0]
+    assert transfer.stages.variant_split(tier).name == f"train_{tag}_24"
+    assert VariantShares.parse(transfer.stages.variant_split(tier).variants).shares == {
+        Variant.UNANSWERABLE: 0.5, Variant.NO_TOOL: 0.25, Variant.MISSING_VALUE: 0.25,
+    }  # fmt: skip
+    default = transfer.parse(argv)
+    assert (transfer.measured_as("sft_variants", default), transfer.report_stem(default)) == (
+        "sft_variants",
+        "transfer",
+    )
+
+
+@pytest.mark.parametrize("mix", ["unanswerable=0.5", "asking=1", "unanswerable"])
+def test_a_variant_mix_the_generator_cannot_read_is_refused(mix, capsys):
+    with pytest.raises(SystemExit) as exc:
+        transfer.parse(["--variant-mix", mix])
+    assert exc.value.code == 2 and "--variant" in capsys.readouterr().err
+
+
 def test_the_worlds_control_trains_on_as_many_answerable_demonstrations_of_the_variant_worlds(tmp_path, monkeypatch):
     """`sft_worlds`: the same `sft()` on the 24 plus `--variant-envs` answerable environments of the
     variants' worlds (`VARIANT_SEED`, the same shapes and count); files and folders of its own."""
@@ -421,8 +463,6 @@ def test_the_worlds_control_trains_on_as_many_answerable_demonstrations_of_the_v
 
 
 def test_the_worlds_control_is_answerable_only_as_the_generator_reads_its_mix():
-    from env_registry.variants import Variant, VariantShares
-
     tier = transfer.trained_models(transfer.parse([]))["sft_worlds"][0]
     assert VariantShares.parse(transfer.stages.variant_split(tier).variants).shares == {Variant.ANSWERABLE: 1.0}
 
