@@ -20,6 +20,7 @@ Models:
   plus the golden demonstrations of `--variant-envs` environments of the other variants (asking the
   user for a missing value, declaring a missing capability, answering without a tool;
   bench/learning_stages.py `OTHER_HALF`), 16 to the 24 answerable by default (the recommended 0.4);
+  `--variant-mix` draws them in other shares (e.g. more that make no call), a model of its own;
 - SFT + more worlds (`sft_worlds`, not in the default `--models`), the control for the one above:
   the same `sft()` on the plain demonstrations plus those of `--variant-envs` answerable
   environments generated as the other half's are (worlds of the same seed, `VARIANT_SEED`, the same
