@@ -440,22 +440,24 @@ def labels(args: argparse.Namespace) -> dict[str, str]:
     return {m: label if m in UNTRAINED else label + extra for m, label in out.items()}
 
 
-def trained_as(args: argparse.Namespace) -> list[str]:
-    """What sets this run's trained models apart: another `--train-seed`, an `--sft-lr`,
-    `--distinct-tokens`, another `--variant-mix`. Seed 0 at the tier's lr has none, so its folders keep the names they had
-    before seeds and lrs."""
+def trained_as(args: argparse.Namespace, model: str = VARIANTS) -> list[str]:
+    """What sets this run's trained `model` apart (default: the report's, which shows them all):
+    another `--train-seed`, an `--sft-lr`, `--distinct-tokens`, and for `sft_variants` another
+    `--variant-mix` (no other model reads it, so theirs are reused). Seed 0 at the tier's lr has
+    none, so its folders keep the names they had before seeds and lrs."""
+    mix = args.variant_mix != stages.OTHER_HALF and model == VARIANTS
     return (
         ([f"train{args.train_seed}"] if args.train_seed else [])
         + ([f"lr{args.sft_lr:g}"] if args.sft_lr else [])
         + (["distinct"] if args.distinct_tokens else [])
-        + ([stages.mix_tag(args.variant_mix)] if args.variant_mix != stages.OTHER_HALF else [])
+        + ([stages.mix_tag(args.variant_mix)] if mix else [])
     )
 
 
 def measured_as(model: str, args: argparse.Namespace) -> str:
     """The name a model's measurement folders (and its served name) carry: a trained model of
     another `--train-seed` or `--sft-lr` has its own, so a rerun never reuses another's scores."""
-    return model if model in UNTRAINED else "_".join([model, *trained_as(args)])
+    return model if model in UNTRAINED else "_".join([model, *trained_as(args, family(model))])
 
 
 def family(model: str) -> str:
@@ -513,8 +515,11 @@ def trained_models(args: argparse.Namespace) -> dict[str, tuple[stages.Tier, str
         **{m.key: (m.tier(), m.folder(seed)) for m in no_tool_models(args)},
     }
     lr = {"sft_lr": args.sft_lr} if args.sft_lr else {}
-    suffix = "".join(f"-{tag}" for tag in trained_as(args) if not tag.startswith("train"))
-    return {m: (replace(tier, **lr), folder + suffix) for m, (tier, folder) in models.items()}
+
+    def suffix(model: str) -> str:
+        return "".join(f"-{tag}" for tag in trained_as(args, family(model)) if not tag.startswith("train"))
+
+    return {m: (replace(tier, **lr), folder + suffix(m)) for m, (tier, folder) in models.items()}
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -423,6 +423,8 @@ def test_another_variant_mix_trains_on_its_own_variants_in_folders_of_its_own(tm
     assert VariantShares.parse(transfer.stages.variant_split(tier).variants).shares == {
         Variant.UNANSWERABLE: 0.5, Variant.NO_TOOL: 0.25, Variant.MISSING_VALUE: 0.25,
     }  # fmt: skip
+    # no other model reads the mix: plain SFT keeps its folder and served name, so it is reused
+    assert transfer.trained_models(args)["sft"][1] == "seed0" and transfer.measured_as("sft", args) == "sft"
     default = transfer.parse(argv)
     assert (transfer.measured_as("sft_variants", default), transfer.report_stem(default)) == (
         "sft_variants",
